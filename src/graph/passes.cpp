@@ -1,0 +1,226 @@
+#include "graph/passes.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "detforge/types.h"
+
+namespace detforge::graph {
+
+namespace {
+
+// consumers[t] = indices of ops reading tensor t; graph outputs count as a consumer (-1).
+std::vector<std::vector<int>> consumers(const Graph& g) {
+  std::vector<std::vector<int>> c(g.tensors.size());
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (TensorId t : g.ops[i].inputs) c[t].push_back(static_cast<int>(i));
+  for (TensorId t : g.outputs) c[t].push_back(-1);
+  return c;
+}
+
+std::vector<int> producers(const Graph& g) {
+  std::vector<int> p(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (TensorId t : g.ops[i].outputs) p[t] = static_cast<int>(i);
+  return p;
+}
+
+bool is_sole_consumer(const std::vector<std::vector<int>>& c, TensorId t, int op) {
+  return c[t].size() == 1 && c[t][0] == op;
+}
+
+// Removes ops marked dead (keeps order), leaves tensors for eliminate_dead_code to compact.
+void erase_ops(Graph& g, const std::vector<char>& dead) {
+  std::vector<Op> kept;
+  kept.reserve(g.ops.size());
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (!dead[i]) kept.push_back(std::move(g.ops[i]));
+  g.ops = std::move(kept);
+}
+
+// Rewrites every use of tensor `from` as `to` (inputs and graph outputs).
+void replace_uses(Graph& g, TensorId from, TensorId to) {
+  for (Op& op : g.ops)
+    for (TensorId& t : op.inputs)
+      if (t == from) t = to;
+  for (TensorId& t : g.outputs)
+    if (t == from) t = to;
+}
+
+bool has_no_epilogue(const Op& op) {
+  return op.act() == Act::none && (op.kind == OpKind::conv2d || op.kind == OpKind::linear) && op.inputs.size() == 3;
+}
+
+}  // namespace
+
+int fold_batch_norm(Graph& g) {
+  auto cons = consumers(g);
+  auto prod = producers(g);
+  std::vector<char> dead(g.ops.size(), 0);
+  int n = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    Op& bn = g.ops[i];
+    if (bn.kind != OpKind::batch_norm) continue;
+    TensorId x = bn.inputs[0];
+    int pi = prod[x];
+    if (pi < 0 || g.ops[pi].kind != OpKind::conv2d || !is_sole_consumer(cons, x, static_cast<int>(i)) ||
+        g.ops[pi].inputs.size() != 3 || g.ops[pi].act() != Act::none)
+      throw Error("fold_batch_norm: " + bn.name + " does not follow a plain conv2d; cannot fold");
+    Op& conv = g.ops[pi];
+    Tensor& w = g.tensor(conv.inputs[1]);
+    Tensor& b = g.tensor(conv.inputs[2]);
+    const auto& gamma = g.tensor(bn.inputs[1]).data;
+    const auto& beta = g.tensor(bn.inputs[2]).data;
+    const auto& mean = g.tensor(bn.inputs[3]).data;
+    const auto& var = g.tensor(bn.inputs[4]).data;
+    const double eps = bn.attr_float("eps");
+    const int64_t cout = w.shape[0], per = w.numel() / cout;
+    for (int64_t o = 0; o < cout; ++o) {
+      double s = static_cast<double>(gamma[o]) / std::sqrt(static_cast<double>(var[o]) + eps);
+      for (int64_t j = 0; j < per; ++j) w.data[o * per + j] = static_cast<float>(w.data[o * per + j] * s);
+      b.data[o] = static_cast<float>((static_cast<double>(b.data[o]) - mean[o]) * s + beta[o]);
+    }
+    // The bias was a per-conv zero constant made by the builder; it now holds the folded bias.
+    std::string module = conv.name;
+    b.name = module + ".bias(folded " + bn.name + ")";
+    TensorId y = bn.outputs[0];
+    replace_uses(g, y, conv.outputs[0]);
+    dead[i] = 1;
+    ++n;
+  }
+  erase_ops(g, dead);
+  return n;
+}
+
+int fuse_residual_adds(Graph& g) {
+  int n = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    auto cons = consumers(g);
+    auto prod = producers(g);
+    for (size_t i = 0; i < g.ops.size() && !changed; ++i) {
+      Op& add = g.ops[i];
+      if (add.kind != OpKind::add) continue;
+      // Fuse into the later-produced operand, so that the other one is ready when it runs.
+      int pa = prod[add.inputs[0]], pb = prod[add.inputs[1]];
+      int target = -1, other = -1;
+      for (auto [p, o] : {std::pair{std::max(pa, pb), pa > pb ? 1 : 0}, std::pair{std::min(pa, pb), pa > pb ? 0 : 1}}) {
+        if (p < 0) continue;
+        TensorId t = g.ops[p].outputs[0];
+        if (has_no_epilogue(g.ops[p]) && is_sole_consumer(cons, t, static_cast<int>(i)) &&
+            g.tensor(add.inputs[o]).shape == g.tensor(t).shape && !g.tensor(add.inputs[o]).is_const) {
+          target = p;
+          other = o;
+          break;
+        }
+      }
+      if (target < 0) continue;
+      Op& f = g.ops[target];
+      // The residual must be ready before the fused op runs: it is produced earlier.
+      if (prod[add.inputs[other]] > target) continue;
+      f.inputs.push_back(add.inputs[other]);
+      f.attrs["act"] = add.attrs.value("act", std::string("none"));
+      TensorId old_out = f.outputs[0];
+      f.outputs[0] = add.outputs[0];
+      (void)old_out;
+      std::vector<char> dead(g.ops.size(), 0);
+      dead[i] = 1;
+      erase_ops(g, dead);
+      ++n;
+      changed = true;
+    }
+  }
+  return n;
+}
+
+int fuse_activations(Graph& g) {
+  auto cons = consumers(g);
+  auto prod = producers(g);
+  std::vector<char> dead(g.ops.size(), 0);
+  int n = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    Op& a = g.ops[i];
+    if (a.kind != OpKind::activation) continue;
+    int p = prod[a.inputs[0]];
+    if (p < 0) continue;
+    Op& f = g.ops[p];
+    bool fusable = (f.kind == OpKind::conv2d || f.kind == OpKind::linear || f.kind == OpKind::add) && f.act() == Act::none;
+    if (!fusable || !is_sole_consumer(cons, a.inputs[0], static_cast<int>(i))) continue;
+    f.attrs["act"] = a.attrs.at("act");
+    f.outputs[0] = a.outputs[0];
+    dead[i] = 1;
+    ++n;
+  }
+  erase_ops(g, dead);
+  return n;
+}
+
+int fuse_layer_norm_adds(Graph& g) {
+  auto cons = consumers(g);
+  auto prod = producers(g);
+  std::vector<char> dead(g.ops.size(), 0);
+  int n = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    Op& ln = g.ops[i];
+    if (ln.kind != OpKind::layer_norm || ln.inputs.size() != 3) continue;
+    int p = prod[ln.inputs[0]];
+    if (p < 0 || g.ops[p].kind != OpKind::add || g.ops[p].act() != Act::none) continue;
+    if (!is_sole_consumer(cons, ln.inputs[0], static_cast<int>(i))) continue;
+    const Op& add = g.ops[p];
+    if (g.tensor(add.inputs[0]).is_const || g.tensor(add.inputs[1]).is_const) continue;
+    ln.inputs[0] = add.inputs[0];
+    ln.inputs.push_back(add.inputs[1]);
+    dead[p] = 1;
+    ++n;
+  }
+  erase_ops(g, dead);
+  return n;
+}
+
+int eliminate_dead_code(Graph& g) {
+  std::vector<char> live(g.tensors.size(), 0);
+  for (TensorId t : g.outputs) live[t] = 1;
+  std::vector<char> dead(g.ops.size(), 1);
+  for (int i = static_cast<int>(g.ops.size()) - 1; i >= 0; --i) {
+    bool needed = false;
+    for (TensorId t : g.ops[i].outputs) needed = needed || live[t];
+    if (!needed) continue;
+    dead[i] = 0;
+    for (TensorId t : g.ops[i].inputs) live[t] = 1;
+  }
+  int removed = 0;
+  for (char d : dead) removed += d;
+  erase_ops(g, dead);
+  // Compact the tensor table: keep inputs, outputs and everything an op touches.
+  for (TensorId t : g.inputs) live[t] = 1;
+  for (const Op& op : g.ops)
+    for (TensorId t : op.outputs) live[t] = 1;
+  std::vector<TensorId> remap(g.tensors.size(), kNoTensor);
+  std::vector<Tensor> kept;
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    if (live[t]) {
+      remap[t] = static_cast<TensorId>(kept.size());
+      kept.push_back(std::move(g.tensors[t]));
+    }
+  g.tensors = std::move(kept);
+  for (Op& op : g.ops) {
+    for (TensorId& t : op.inputs) t = remap[t];
+    for (TensorId& t : op.outputs) t = remap[t];
+  }
+  for (TensorId& t : g.inputs) t = remap[t];
+  for (TensorId& t : g.outputs) t = remap[t];
+  return removed;
+}
+
+PassStats optimize(Graph& g) {
+  PassStats s;
+  s.folded_batch_norms = fold_batch_norm(g);
+  s.fused_residuals = fuse_residual_adds(g);
+  s.fused_activations = fuse_activations(g);
+  s.fused_layer_norm_adds = fuse_layer_norm_adds(g);
+  s.removed_ops = eliminate_dead_code(g);
+  g.validate();
+  return s;
+}
+
+}  // namespace detforge::graph
