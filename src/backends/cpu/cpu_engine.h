@@ -1,0 +1,64 @@
+// The CPU Engine: compiles a Graph once (op support check, memory plan, oneDNN primitives with
+// reordered weights, own kernels) and runs it with OpenMP over opt.threads cores.
+#pragma once
+#include <dnnl.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/step.h"
+#include "backends/engine.h"
+
+namespace detforge::cpu {
+
+class CpuEngine final : public Engine {
+ public:
+  CpuEngine(const graph::Graph& g, const EngineOptions& opt);
+  ~CpuEngine() override;
+  std::string backend_name() const override { return "cpu"; }
+  int max_batch() const override { return max_batch_; }
+  std::vector<HostTensor> run(const float* pixels, int batch) override;
+  std::string first_nonfinite_op() const override { return first_nonfinite_; }
+
+  // Introspection for tests and the bench report.
+  size_t arena_bytes() const { return arena_bytes_; }
+  size_t scratch_bytes() const { return scratch_bytes_; }
+  // Sum of all planned activation buffers (what the arena would be without reuse).
+  size_t unshared_bytes() const { return unshared_bytes_; }
+  int threads() const { return threads_; }
+
+ private:
+  struct OpEntry {
+    std::string label;                 // "name (kind)"
+    std::vector<graph::TensorId> outs;  // f32 outputs to scan with check_finite
+    StepPtr step;                      // null for reshape (an alias)
+  };
+  struct OutputInfo {
+    graph::TensorId id;
+    std::string name;
+    std::vector<int64_t> shape;
+    bool is_i32;
+  };
+
+  void scan_finite(const OpEntry& e, int batch);
+
+  int max_batch_ = 1;
+  int threads_ = 1;
+  bool check_finite_ = false;
+  std::string first_nonfinite_;
+  dnnl::engine eng_;
+  dnnl::stream stream_;
+  float* arena_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t arena_bytes_ = 0, scratch_bytes_ = 0, unshared_bytes_ = 0;
+  std::vector<std::vector<float>> const_store_;
+  graph::TensorId input_ = graph::kNoTensor;
+  std::vector<graph::TensorId> input_aliases_;  // tensors sharing the caller's pixels
+  ExecCtx ctx_;
+  std::vector<OpEntry> ops_;
+  std::vector<OutputInfo> outputs_;
+  std::vector<int64_t> input_shape_;
+};
+
+}  // namespace detforge::cpu

@@ -1,0 +1,38 @@
+// Small helpers shared by the oneDNN-backed steps (conv2d, linear): epilogue post-ops, user
+// scratchpad, and an execute that reuses a prebuilt argument array (the C++ execute() builds a
+// std::vector and an unordered_map on every call, which run() must not do).
+#pragma once
+#include <dnnl.hpp>
+
+#include <vector>
+
+#include "backends/cpu/step.h"
+
+namespace detforge::cpu {
+
+// The oneDNN eltwise that matches graph::apply_act (checked in test_cpu_dnnl_act):
+//   relu -> eltwise_relu(alpha 0), silu -> eltwise_swish(alpha 1) = x*sigmoid(x),
+//   gelu -> eltwise_gelu_erf, sigmoid -> eltwise_logistic.
+// `residual_md` non-null adds a binary_add post-op before the activation.
+dnnl::primitive_attr make_epilogue_attr(graph::Act act, const dnnl::memory::desc* residual_md);
+
+// One primitive plus its memory handles; call set() for each handle, then execute().
+class DnnlCall {
+ public:
+  DnnlCall() = default;
+  void init(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, const dnnl::engine& eng);
+  // Registers an argument; `mem` must stay alive (it is owned here).
+  void add_arg(int arg, const dnnl::memory& mem);
+  void set(int arg, void* ptr);
+  void execute(const ExecCtx& c);
+  size_t scratch_bytes() const { return scratch_bytes_; }
+
+ private:
+  dnnl::primitive prim_;
+  std::vector<dnnl::memory> mems_;
+  std::vector<dnnl_exec_arg_t> args_;
+  size_t scratch_bytes_ = 0;
+  int scratch_index_ = -1;
+};
+
+}  // namespace detforge::cpu
