@@ -1,0 +1,52 @@
+// Device helpers shared by the kernels: fp32/fp16 loads and stores, activations, launch sizes.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/cuda_check.h"
+#include "graph/ir.h"
+
+namespace detforge::cuda {
+
+__device__ __forceinline__ float ld(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ld(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ void st(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void st(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+
+__device__ __forceinline__ float act_f(graph::Act a, float x) {
+  switch (a) {
+    case graph::Act::relu: return x > 0.f ? x : 0.f;
+    case graph::Act::silu: return x / (1.f + expf(-x));
+    case graph::Act::gelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752440f));  // erf form
+    case graph::Act::sigmoid: return 1.f / (1.f + expf(-x));
+    default: return x;
+  }
+}
+
+inline unsigned blocks_for(int64_t n, int threads) {
+  int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Dispatch a templated launch on the storage type.
+#define DF_DISPATCH(half, T, ...)       \
+  if (half) {                           \
+    using T = __half;                   \
+    __VA_ARGS__;                        \
+  } else {                              \
+    using T = float;                    \
+    __VA_ARGS__;                        \
+  }
+
+}  // namespace detforge::cuda

@@ -1,0 +1,83 @@
+// Elementwise ops: conv epilogue (bias + residual + activation), add, mul_rows, activation,
+// storage conversions and the non-finite counter used by check_finite mode.
+#include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/kernels.h"
+
+namespace detforge::cuda {
+namespace {
+
+template <class T>
+__global__ void bias_act_k(const T* x, const T* bias, const T* res, T* y, int64_t n, int C, graph::Act act) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float v = ld(x, i);
+    if (bias) v += ld(bias, i % C);
+    if (res) v += ld(res, i);
+    st(y, i, act_f(act, v));
+  }
+}
+
+template <class T>
+__global__ void add_act_k(const T* a, const T* b, int64_t bn, T* y, int64_t n, graph::Act act) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    st(y, i, act_f(act, ld(a, i) + ld(b, bn < n ? i % bn : i)));
+}
+
+template <class T>
+__global__ void mul_rows_k(const T* x, const T* m, T* y, int64_t rows, int L, int C) {
+  int64_t n = rows * C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / C;
+    st(y, i, ld(x, i) * ld(m, r % L));
+  }
+}
+
+template <class T>
+__global__ void from_f32_k(const float* x, T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    st(y, i, x[i]);
+}
+template <class T>
+__global__ void to_f32_k(const T* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = ld(x, i);
+}
+template <class T>
+__global__ void nonfinite_k(const T* x, int64_t n, unsigned long long* count) {
+  unsigned long long c = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    if (!isfinite(ld(x, i))) ++c;
+  if (c) atomicAdd(count, c);
+}
+
+}  // namespace
+
+void bias_act(const void* x, const void* bias, const void* res, void* y, int64_t n, int C, Act act, bool half,
+              cudaStream_t s) {
+  DF_DISPATCH(half, T,
+              bias_act_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, (const T*)bias, (const T*)res, (T*)y, n,
+                                                              C, act));
+  DF_CUDA_LAUNCH();
+}
+void add_act(const void* a, const void* b, int64_t bn, void* y, int64_t n, Act act, bool half, cudaStream_t s) {
+  DF_DISPATCH(half, T, add_act_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)a, (const T*)b, bn, (T*)y, n, act));
+  DF_CUDA_LAUNCH();
+}
+void mul_rows(const void* x, const void* m, void* y, int64_t rows, int L, int C, bool half, cudaStream_t s) {
+  DF_DISPATCH(half, T,
+              mul_rows_k<T><<<blocks_for(rows * C, 256), 256, 0, s>>>((const T*)x, (const T*)m, (T*)y, rows, L, C));
+  DF_CUDA_LAUNCH();
+}
+void f32_to_storage(const float* x, void* y, int64_t n, bool half, cudaStream_t s) {
+  DF_DISPATCH(half, T, from_f32_k<T><<<blocks_for(n, 256), 256, 0, s>>>(x, (T*)y, n));
+  DF_CUDA_LAUNCH();
+}
+void storage_to_f32(const void* x, float* y, int64_t n, bool half, cudaStream_t s) {
+  DF_DISPATCH(half, T, to_f32_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, y, n));
+  DF_CUDA_LAUNCH();
+}
+void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s) {
+  DF_DISPATCH(half, T, nonfinite_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, n, count));
+  DF_CUDA_LAUNCH();
+}
+
+}  // namespace detforge::cuda

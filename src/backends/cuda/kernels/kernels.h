@@ -1,0 +1,73 @@
+// Launchers for detforge's own CUDA kernels. One .cu file per op, named as the CPU backend's
+// kernel file (kernels/<op>.cu beside backends/cpu/kernels/<op>.cpp).
+//
+// Storage: every activation pointer is either fp32 or fp16 (`half` = true), NHWC, batch
+// outermost. Arithmetic is fp32 in every kernel; fp16 is storage only. Index tensors are int32.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "graph/ir.h"
+
+namespace detforge::cuda {
+
+using graph::Act;
+
+// elementwise.cu
+// y[i] = act(x[i] + bias[i % C] (+ res[i])), n elements; bias may be null, res may be null.
+void bias_act(const void* x, const void* bias, const void* res, void* y, int64_t n, int C, Act act, bool half,
+              cudaStream_t s);
+// y = act(a + b); b is broadcast over the batch when b_numel < n (b_numel divides n).
+void add_act(const void* a, const void* b, int64_t b_numel, void* y, int64_t n, Act act, bool half, cudaStream_t s);
+// y[b,l,c] = x[b,l,c] * m[l]; rows = batch*L.
+void mul_rows(const void* x, const void* m, void* y, int64_t rows, int L, int C, bool half, cudaStream_t s);
+// Conversions between fp32 and the storage type (a plain copy when half is false).
+void f32_to_storage(const float* x, void* y, int64_t n, bool half, cudaStream_t s);
+void storage_to_f32(const void* x, float* y, int64_t n, bool half, cudaStream_t s);
+// Adds the number of non-finite values among n (fp32 or fp16) to *count.
+void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s);
+
+// layer_norm.cu: y = LN(x (+res)) over the last dim C, rows = batch*L. Statistics in fp32.
+void layer_norm(const void* x, const void* res, const void* gamma, const void* beta, void* y, int64_t rows, int C,
+                float eps, bool half, cudaStream_t s);
+
+// attention.cu: q[B,L,C], k[B,S,C], v[B,S,C] -> o[B,L,C]; heads split C. Softmax in fp32.
+void attention(const void* q, const void* k, const void* v, void* o, int B, int L, int S, int C, int heads,
+               float scale, bool half, cudaStream_t s);
+
+// ms_deform_attn.cu: see graph/ir.h. value[B,Lv,C], off[B,Q,H*Lv*P*2], logits[B,Q,H*Lv*P],
+// ref[B,Q,4], pscale[levels*points] -> out[B,Q,C].
+struct DeformShape {
+  int heads = 8, levels = 3, points = 4;
+  int H[8] = {}, W[8] = {}, start[8] = {};
+  float offset_scale = 0.5f;
+};
+void ms_deform_attn(const void* value, const void* off, const void* logits, const void* ref, const void* pscale,
+                    void* out, int B, int Lv, int Q, int C, const DeformShape& sh, bool half, cudaStream_t s);
+
+// topk_rows.cu: scores[B,L,N] -> idx[B,k] (int32): the k rows with the largest maximum, sorted
+// descending, ties by lower index. Needs L <= topk_rows_max_len().
+int topk_rows_max_len();
+void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s);
+
+// gather_rows.cu: x[B,L,C], idx[B,K] -> y[B,K,C]. Indices out of range give zeros.
+void gather_rows(const void* x, const int32_t* idx, void* y, int B, int L, int K, int C, bool half, cudaStream_t s);
+
+// box_refine.cu: y = sigmoid(delta + inverse_sigmoid(ref)), n elements, fp32 math.
+void box_refine(const void* delta, const void* ref, void* y, int64_t n, bool half, cudaStream_t s);
+
+// pool.cu: NHWC pooling. pad never wins the max; avg divides by the in-bounds count.
+void max_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
+                bool half, cudaStream_t s);
+void avg_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
+                bool half, cudaStream_t s);
+
+// upsample.cu: nearest x2, NHWC.
+void upsample_nearest2x(const void* x, void* y, int B, int H, int W, int C, bool half, cudaStream_t s);
+
+// concat.cu: copies x[outer, inner] into y[outer, ld] at column offset `off` (element units).
+void concat_part(const void* x, void* y, int64_t outer, int64_t inner, int64_t ld, int64_t off, bool half,
+                 cudaStream_t s);
+
+}  // namespace detforge::cuda
