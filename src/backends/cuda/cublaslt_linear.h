@@ -1,0 +1,38 @@
+// One linear layer, y[M,N] = x[M,K] W[N,K]^T + b (+ residual) (+ ReLU), through cuBLASLt for
+// one row count M (= batch * tokens). Row-major y is column-major y^T, so the call computes
+// y^T = W x^T with A = W (transposed), B = x.
+//
+// fp32: CUBLAS_COMPUTE_32F (never _FAST_TF32). fp16: half storage, CUBLAS_COMPUTE_32F
+// accumulation. Only ReLU is fused in the epilogue: cuBLASLt's GELU epilogue is the tanh
+// approximation (up to 4.7e-4 off the erf form the model needs), so GELU, SiLU and sigmoid
+// are left to the caller's kernel.
+#pragma once
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <string>
+
+namespace detforge::cuda {
+
+class LtLinear {
+ public:
+  LtLinear(cublasLtHandle_t h, int M, int N, int K, bool half, bool bias, bool relu, bool residual,
+           size_t ws_limit, const std::string& what);
+  ~LtLinear();
+  LtLinear(const LtLinear&) = delete;
+  LtLinear& operator=(const LtLinear&) = delete;
+  void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
+           cudaStream_t s) const;
+  size_t workspace_bytes() const { return ws_; }
+
+ private:
+  cublasLtHandle_t h_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  size_t ws_ = 0;
+  bool residual_ = false;
+  std::string what_;
+};
+
+}  // namespace detforge::cuda

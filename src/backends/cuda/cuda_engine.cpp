@@ -1,0 +1,366 @@
+#include "backends/cuda/cuda_engine.h"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/memory_plan.h"
+#include "core/half.h"
+
+namespace detforge::cuda {
+
+using graph::OpKind;
+using graph::TensorId;
+
+namespace {
+
+constexpr size_t kAlign = 256;
+// One workspace shared by cuDNN and cuBLASLt (ops run one after another on one stream).
+constexpr size_t kWorkspaceBytes = size_t{64} << 20;
+
+// fp16 has no room for the anchor sentinel (torch.finfo(float32).max = 3.4e38 in transformers):
+// a constant beyond the fp16 range is stored as +-16376 (NVIDIA's finfo(fp16).max / 4), which
+// stays finite when a head output is added (inf only past 49128) and still saturates the later
+// sigmoid, as in TensorRT-Model-Connect's decoder_builder.
+constexpr float kFp16Sentinel = 16376.f;
+
+uint16_t to_half_bits(float v) {
+  if (std::isinf(v) || (std::isfinite(v) && std::fabs(v) > kFp16Max)) v = v > 0 ? kFp16Sentinel : -kFp16Sentinel;
+  return fp32_to_fp16(v);
+}
+
+bool input_must_be_activation(OpKind k, size_t i) {
+  switch (k) {
+    case OpKind::conv2d: case OpKind::linear: case OpKind::layer_norm: return i == 0 || i == 3;
+    case OpKind::ms_deform_attn: return i < 4;
+    case OpKind::attention: return i < 3;
+    case OpKind::gather_rows: case OpKind::box_refine: return i < 2;
+    case OpKind::add: case OpKind::concat: return false;  // add swaps a const to b; concat checked below
+    default: return i == 0;
+  }
+}
+
+}  // namespace
+
+CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
+    : max_batch_(opt.max_batch), check_finite_(opt.check_finite), device_(opt.device) {
+  g.validate();
+  if (g.inputs.size() != 1) throw Error("cuda backend: the graph must have exactly one input (pixels)");
+  precision_ = opt.precision.empty() ? "fp32" : opt.precision;
+  if (precision_ != "fp32" && precision_ != "fp16")
+    throw Error("cuda backend: precision '" + precision_ + "' is not supported (fp32 | fp16)");
+  half_ = precision_ == "fp16";
+  for (const auto& op : g.ops) {
+    if (op.kind == OpKind::batch_norm)
+      throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+      if (input_must_be_activation(op.kind, i) && g.tensor(op.inputs[i]).is_const)
+        throw Error("cuda backend: op " + op.name + " (" + graph::op_kind_name(op.kind) + ") input " +
+                    std::to_string(i) + " is a constant; the CUDA backend needs an activation there");
+    if (op.kind == OpKind::concat)
+      for (auto t : op.inputs)
+        if (g.tensor(t).is_const) throw Error("cuda backend: concat " + op.name + " of a constant is not supported");
+  }
+  DF_CUDA(cudaSetDevice(device_));
+  DF_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DF_CUDNN(cudnnCreate(&cudnn_), "engine");
+  if (cublasLtCreate(&lt_) != CUBLAS_STATUS_SUCCESS) throw Error("cuda backend: cublasLtCreate failed");
+
+  // Structure only: copy the graph without constant data.
+  g_.ops = g.ops;
+  g_.inputs = g.inputs;
+  g_.outputs = g.outputs;
+  g_.tensors.reserve(g.tensors.size());
+  for (const auto& t : g.tensors) {
+    graph::Tensor c;
+    c.name = t.name;
+    c.shape = t.shape;
+    c.dtype = t.dtype;
+    c.is_const = t.is_const;
+    g_.tensors.push_back(std::move(c));
+  }
+  slots_.resize(g_.tensors.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    slots_[i].root = static_cast<int>(i);
+    slots_[i].per_image = g_.tensors[i].numel();
+    slots_[i].is_const = g_.tensors[i].is_const;
+    slots_[i].i32 = g_.tensors[i].dtype == graph::DType::i32;
+  }
+  for (const auto& op : g_.ops) {
+    if (op.kind == OpKind::reshape) {
+      if (g_.tensor(op.inputs[0]).numel() != g_.tensor(op.outputs[0]).numel())
+        throw Error("cuda backend: reshape " + op.name + " changes the element count");
+      slots_[op.outputs[0]].root = slots_[op.inputs[0]].root;
+    }
+    if (op.kind == OpKind::topk_rows) slots_[op.outputs[0]].i32 = true;
+  }
+  upload_weights(g);
+  plan_memory();
+
+  const int64_t in_n = g_.tensor(g_.inputs[0]).numel() * max_batch_;
+  DF_CUDA(cudaMalloc(&d_in32_, sizeof(float) * in_n));
+  DF_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&h_in_), sizeof(float) * in_n, cudaHostAllocDefault));
+  for (TensorId t : g_.outputs) {
+    const int64_t n = g_.tensor(t).numel() * max_batch_;
+    float *d = nullptr, *h = nullptr;
+    DF_CUDA(cudaMalloc(&d, sizeof(float) * n));
+    DF_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&h), sizeof(float) * n, cudaHostAllocDefault));
+    d_out32_.push_back(d);
+    h_out_.push_back(h);
+  }
+  DF_CUDA(cudaMalloc(&d_count_, sizeof(unsigned long long)));
+  plans_.resize(max_batch_ + 1);
+  // Capture at load for batch 1 and the largest batch; others on first use.
+  prepare(1);
+  if (max_batch_ > 1) prepare(max_batch_);
+}
+
+CudaEngine::~CudaEngine() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& p : plans_)
+    if (p && p->exec) cudaGraphExecDestroy(p->exec);
+  plans_.clear();
+  for (auto* p : d_out32_) cudaFree(p);
+  for (auto* p : h_out_) cudaFreeHost(p);
+  cudaFree(d_in32_);
+  cudaFreeHost(h_in_);
+  cudaFree(d_count_);
+  cudaFree(arena_);
+  cudaFree(weights_);
+  cudaFree(workspace_);
+  if (lt_) cublasLtDestroy(lt_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaEngine::upload_weights(const graph::Graph& g) {
+  // Conv weights go OIHW -> OHWI (cuDNN's KRSC for NHWC); everything else keeps its layout.
+  std::vector<char> conv_w(g.tensors.size(), 0), used(g.tensors.size(), 0);
+  for (const auto& op : g.ops) {
+    if (op.kind == OpKind::conv2d) conv_w[op.inputs[1]] = 1;
+    for (auto t : op.inputs) used[t] = 1;
+  }
+  const size_t es = half_ ? 2 : 4;
+  std::vector<size_t> off(g.tensors.size(), 0);
+  size_t total = 0;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    if (!g.tensors[i].is_const || !used[i]) continue;
+    if (g.tensors[i].data.empty()) throw Error("cuda backend: constant " + g.tensors[i].name + " has no data");
+    off[i] = total;
+    total += (g.tensors[i].numel() * es + kAlign - 1) / kAlign * kAlign;
+  }
+  weight_bytes_ = total;
+  std::vector<char> host(std::max<size_t>(total, 1));
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    const auto& t = g.tensors[i];
+    if (!t.is_const || !used[i]) continue;
+    std::vector<float> v = t.data;
+    if (conv_w[i]) {
+      if (t.shape.size() != 4) throw Error("cuda backend: conv weight " + t.name + " is not 4-D");
+      const int64_t O = t.shape[0], I = t.shape[1], KH = t.shape[2], KW = t.shape[3];
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t ci = 0; ci < I; ++ci)
+          for (int64_t y = 0; y < KH; ++y)
+            for (int64_t x = 0; x < KW; ++x) v[((o * KH + y) * KW + x) * I + ci] = t.data[((o * I + ci) * KH + y) * KW + x];
+    }
+    char* dst = host.data() + off[i];
+    if (half_) {
+      auto* h = reinterpret_cast<uint16_t*>(dst);
+      for (size_t k = 0; k < v.size(); ++k) h[k] = to_half_bits(v[k]);
+    } else {
+      std::memcpy(dst, v.data(), v.size() * sizeof(float));
+    }
+  }
+  DF_CUDA(cudaMalloc(&weights_, std::max<size_t>(total, 1)));
+  DF_CUDA(cudaMemcpy(weights_, host.data(), total, cudaMemcpyHostToDevice));
+  for (size_t i = 0; i < g.tensors.size(); ++i)
+    if (g.tensors[i].is_const && used[i]) slots_[i].dev = static_cast<char*>(weights_) + off[i];
+}
+
+void CudaEngine::plan_memory() {
+  const int n_ops = static_cast<int>(g_.ops.size());
+  std::vector<int> roots;
+  std::vector<Lifetime> lt;
+  std::vector<int> index(slots_.size(), -1);
+  auto touch = [&](TensorId t, int at, bool write) {
+    const int r = slots_[t].root;
+    if (slots_[r].is_const) return;
+    if (index[r] < 0) {
+      index[r] = static_cast<int>(lt.size());
+      roots.push_back(r);
+      const size_t es = slots_[r].i32 ? 4 : (half_ ? 2 : 4);
+      lt.push_back({static_cast<size_t>(slots_[r].per_image) * max_batch_ * es, at, at});
+    }
+    auto& l = lt[index[r]];
+    if (write) l.first = std::min(l.first, at);
+    l.last = std::max(l.last, at);
+  };
+  touch(g_.inputs[0], -1, true);
+  for (int i = 0; i < n_ops; ++i) {
+    for (auto t : g_.ops[i].inputs) touch(t, i, false);
+    for (auto t : g_.ops[i].outputs) touch(t, i, true);
+  }
+  for (auto t : g_.outputs) touch(t, n_ops, false);
+  const auto off = plan_arena(lt, kAlign, &arena_bytes_);
+  DF_CUDA(cudaMalloc(&arena_, std::max<size_t>(arena_bytes_, 1)));
+  for (size_t k = 0; k < roots.size(); ++k) slots_[roots[k]].dev = static_cast<char*>(arena_) + off[k];
+  workspace_bytes_ = kWorkspaceBytes;
+  DF_CUDA(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
+  if (batch < 1 || batch > max_batch_)
+    throw Error("cuda backend: batch " + std::to_string(batch) + " is outside 1.." + std::to_string(max_batch_));
+  auto& p = plans_[batch];
+  if (!p) {
+    auto np = std::make_unique<BatchPlan>();
+    np->conv.resize(g_.ops.size());
+    np->lin.resize(g_.ops.size());
+    for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
+    p = std::move(np);
+  }
+  return *p;
+}
+
+void CudaEngine::forward(BatchPlan& p, int batch, bool check) {
+  const TensorId in = g_.inputs[0];
+  f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_);
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    launch_op(i, p, batch);
+    if (check && first_nonfinite_.empty()) {
+      DF_CUDA(cudaMemsetAsync(d_count_, 0, sizeof(unsigned long long), stream_));
+      for (auto t : g_.ops[i].outputs)
+        if (!slots_[slots_[t].root].i32)
+          count_nonfinite(ptr(t), g_.tensor(t).numel() * batch, half_, d_count_, stream_);
+      unsigned long long c = 0;
+      DF_CUDA(cudaMemcpyAsync(&c, d_count_, sizeof(c), cudaMemcpyDeviceToHost, stream_));
+      DF_CUDA(cudaStreamSynchronize(stream_));
+      if (c) first_nonfinite_ = g_.ops[i].name + " (" + graph::op_kind_name(g_.ops[i].kind) + ")";
+    }
+  }
+  for (size_t o = 0; o < g_.outputs.size(); ++o) {
+    const TensorId t = g_.outputs[o];
+    storage_to_f32(ptr(t), d_out32_[o], g_.tensor(t).numel() * batch, half_ && !slots_[slots_[t].root].i32,
+                   stream_);
+  }
+}
+
+void CudaEngine::prepare(int batch) {
+  BatchPlan& p = plan(batch);
+  if (p.exec || !p.capture_error.empty()) return;
+  // One eager pass first: cuDNN/cuBLASLt load their kernels lazily, which capture forbids.
+  forward(p, batch, false);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  cudaGraph_t graph = nullptr;
+  DF_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    forward(p, batch, false);
+  } catch (const std::exception& e) {
+    p.capture_error = e.what();
+  }
+  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  if (p.capture_error.empty() && e != cudaSuccess) p.capture_error = cudaGetErrorString(e);
+  if (p.capture_error.empty()) {
+    e = cudaGraphInstantiate(&p.exec, graph, 0);
+    if (e != cudaSuccess) p.capture_error = cudaGetErrorString(e);
+    size_t n = 0;
+    if (e == cudaSuccess && cudaGraphGetNodes(graph, nullptr, &n) == cudaSuccess) p.nodes = static_cast<int>(n);
+  }
+  if (graph) cudaGraphDestroy(graph);
+  if (!p.capture_error.empty()) {
+    cudaGetLastError();  // clear; this batch size runs eagerly
+    p.exec = nullptr;
+  }
+}
+
+void CudaEngine::launch(int batch) {
+  prepare(batch);
+  BatchPlan& p = plan(batch);
+  if (p.exec)
+    DF_CUDA(cudaGraphLaunch(p.exec, stream_));
+  else
+    forward(p, batch, false);
+}
+
+int CudaEngine::graph_nodes(int batch) {
+  prepare(batch);
+  return plan(batch).nodes;
+}
+bool CudaEngine::graph_captured(int batch) {
+  prepare(batch);
+  return plan(batch).exec != nullptr;
+}
+
+void CudaEngine::upload_input(const float* pixels, int batch) {
+  const int64_t n = g_.tensor(g_.inputs[0]).numel() * batch;
+  std::memcpy(h_in_, pixels, sizeof(float) * n);
+  DF_CUDA(cudaMemcpyAsync(d_in32_, h_in_, sizeof(float) * n, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaEngine::queue_download(int batch) {
+  for (size_t o = 0; o < g_.outputs.size(); ++o) {
+    const int64_t n = g_.tensor(g_.outputs[o]).numel() * batch;
+    DF_CUDA(cudaMemcpyAsync(h_out_[o], d_out32_[o], sizeof(float) * n, cudaMemcpyDeviceToHost, stream_));
+  }
+  pending_batch_ = batch;
+}
+
+void CudaEngine::enqueue(const float* pixels, int batch) {
+  if (pending_batch_) throw Error("cuda backend: enqueue() while a forward is in flight; call wait() first");
+  prepare(batch);
+  upload_input(pixels, batch);
+  if (check_finite_) {
+    first_nonfinite_.clear();
+    forward(plan(batch), batch, true);
+  } else {
+    launch(batch);
+  }
+  queue_download(batch);
+}
+
+std::vector<HostTensor> CudaEngine::collect(int batch) const {
+  std::vector<HostTensor> out;
+  for (size_t o = 0; o < g_.outputs.size(); ++o) {
+    const auto& t = g_.tensor(g_.outputs[o]);
+    HostTensor h;
+    h.name = t.name;
+    h.shape.push_back(batch);
+    h.shape.insert(h.shape.end(), t.shape.begin(), t.shape.end());
+    h.data.assign(h_out_[o], h_out_[o] + t.numel() * batch);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+std::vector<HostTensor> CudaEngine::wait() {
+  if (!pending_batch_) throw Error("cuda backend: wait() without enqueue()");
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  const int b = pending_batch_;
+  pending_batch_ = 0;
+  return collect(b);
+}
+
+std::vector<HostTensor> CudaEngine::run(const float* pixels, int batch) {
+  enqueue(pixels, batch);
+  return wait();
+}
+
+std::vector<HostTensor> CudaEngine::run_eager(const float* pixels, int batch) {
+  BatchPlan& p = plan(batch);
+  upload_input(pixels, batch);
+  forward(p, batch, false);
+  queue_download(batch);
+  return wait();
+}
+
+}  // namespace detforge::cuda
+
+namespace detforge {
+std::unique_ptr<Engine> make_cuda_engine(const graph::Graph& g, const EngineOptions& opt) {
+  return std::make_unique<cuda::CudaEngine>(g, opt);
+}
+}  // namespace detforge

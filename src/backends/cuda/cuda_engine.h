@@ -1,0 +1,103 @@
+// The CUDA backend's Engine: NHWC activations (fp32 or fp16 storage) in one arena planned by
+// liveness, weights uploaded once, one CUDA graph captured per batch size. run() is
+// pinned-H2D -> graph launch -> D2H. The extra methods here (async API, bench hooks) are what
+// src/bench and the GPU tests use beyond the generic Engine interface.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cublaslt_linear.h"
+#include "backends/cuda/cudnn_conv.h"
+#include "backends/engine.h"
+
+namespace detforge::cuda {
+
+class CudaEngine : public Engine {
+ public:
+  CudaEngine(const graph::Graph& g, const EngineOptions& opt);
+  ~CudaEngine() override;
+
+  std::string backend_name() const override { return "cuda"; }
+  int max_batch() const override { return max_batch_; }
+  std::vector<HostTensor> run(const float* pixels, int batch) override;
+  std::string first_nonfinite_op() const override { return first_nonfinite_; }
+
+  // Async API: enqueue() copies the pixels into pinned memory and queues upload, forward and
+  // download on the engine's stream; wait() blocks and returns the outputs. One in flight.
+  void enqueue(const float* pixels, int batch);
+  std::vector<HostTensor> wait();
+
+  // Bench hooks. prepare() builds the plan for `batch` and captures its graph (run() does this
+  // on first use). launch() queues the forward alone (graph launch, no copies).
+  void prepare(int batch);
+  void launch(int batch);
+  cudaStream_t stream() const { return stream_; }
+  bool half() const { return half_; }
+  const std::string& precision() const { return precision_; }
+  int graph_nodes(int batch);  // kernel/memcpy nodes in the captured graph (0 when eager)
+  bool graph_captured(int batch);
+  size_t arena_bytes() const { return arena_bytes_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  // Eager (uncaptured) forward, for graph-replay-equals-eager tests.
+  std::vector<HostTensor> run_eager(const float* pixels, int batch);
+
+ private:
+  struct BatchPlan {
+    std::vector<std::unique_ptr<CudnnConv>> conv;  // by op index
+    std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
+    cudaGraphExec_t exec = nullptr;
+    int nodes = 0;
+    std::string capture_error;
+  };
+  struct Slot {
+    int root = 0;
+    int64_t per_image = 0;  // elements per image (constants: all elements)
+    bool is_const = false;
+    bool i32 = false;
+    void* dev = nullptr;
+  };
+
+  void upload_weights(const graph::Graph& g);
+  void plan_memory();
+  BatchPlan& plan(int batch);
+  void forward(BatchPlan& p, int batch, bool check);
+  void launch_op(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
+  void build_op_plan(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
+  void* ptr(graph::TensorId t) const { return slots_[slots_[t].root].dev; }
+  void upload_input(const float* pixels, int batch);
+  void queue_download(int batch);
+  std::vector<HostTensor> collect(int batch) const;
+
+  graph::Graph g_;  // structure only: constant data is dropped after upload
+  int max_batch_ = 1;
+  bool half_ = false;
+  bool check_finite_ = false;
+  std::string precision_;
+  std::string first_nonfinite_;
+  int device_ = 0;
+
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+
+  std::vector<Slot> slots_;
+  void* weights_ = nullptr;
+  size_t weight_bytes_ = 0;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  float* d_in32_ = nullptr;             // fp32 pixels as uploaded
+  float* h_in_ = nullptr;               // pinned
+  std::vector<float*> d_out32_, h_out_;  // per graph output, fp32
+  unsigned long long* d_count_ = nullptr;
+  std::vector<std::unique_ptr<BatchPlan>> plans_;
+  int pending_batch_ = 0;
+};
+
+}  // namespace detforge::cuda

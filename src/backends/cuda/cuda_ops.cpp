@@ -1,0 +1,181 @@
+// Per-op plans (cuDNN / cuBLASLt descriptors for one batch size) and launches, in the IR's
+// semantics (src/graph/ir.h). Shapes come from the graph's tensors (batch excluded).
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/kernels/kernels.h"
+
+namespace detforge::cuda {
+
+using graph::Act;
+using graph::OpKind;
+
+namespace {
+constexpr size_t kLtWorkspace = size_t{32} << 20;
+
+std::string op_label(const graph::Op& op) { return op.name + " (" + graph::op_kind_name(op.kind) + ")"; }
+int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i) n *= s[i];
+  return n;
+}
+int attr_or(const graph::Op& op, const char* k, int dflt) { return op.attrs.contains(k) ? op.attr_int(k) : dflt; }
+}  // namespace
+
+void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
+  const graph::Op& op = g_.ops[i];
+  if (op.kind == OpKind::conv2d) {
+    const auto& x = g_.tensor(op.inputs[0]).shape;
+    const auto& w = g_.tensor(op.inputs[1]).shape;
+    const auto& y = g_.tensor(op.outputs[0]).shape;
+    if (x.size() != 3 || w.size() != 4 || y.size() != 3) throw Error("cuda backend: conv " + op.name + " needs NHWC");
+    ConvShape s;
+    s.B = batch;
+    s.H = static_cast<int>(x[0]);
+    s.W = static_cast<int>(x[1]);
+    s.Ci = static_cast<int>(x[2]);
+    s.Co = static_cast<int>(w[0]);
+    s.kh = static_cast<int>(w[2]);
+    s.kw = static_cast<int>(w[3]);
+    s.stride = attr_or(op, "stride", 1);
+    s.pad = attr_or(op, "pad", 0);
+    s.Ho = static_cast<int>(y[0]);
+    s.Wo = static_cast<int>(y[1]);
+    if (w[1] != s.Ci) throw Error("cuda backend: conv " + op.name + " weight has " + std::to_string(w[1]) +
+                                  " input channels, the input has " + std::to_string(s.Ci));
+    p.conv[i] = std::make_unique<CudnnConv>(cudnn_, s, half_, workspace_bytes_, op_label(op));
+  } else if (op.kind == OpKind::linear) {
+    const auto& w = g_.tensor(op.inputs[1]).shape;
+    const int N = static_cast<int>(w[0]), K = static_cast<int>(w[1]);
+    const int64_t rows = g_.tensor(op.inputs[0]).numel() / K * batch;
+    const bool bias = op.inputs.size() > 2 && op.inputs[2] != graph::kNoTensor;
+    const bool res = op.inputs.size() > 3 && op.inputs[3] != graph::kNoTensor;
+    const bool relu = op.act() == Act::relu && !res;
+    p.lin[i] = std::make_unique<LtLinear>(lt_, static_cast<int>(rows), N, K, half_, bias, relu, res,
+                                          std::min(kLtWorkspace, workspace_bytes_), op_label(op));
+  }
+}
+
+void CudaEngine::launch_op(size_t i, BatchPlan& p, int B) {
+  const graph::Op& op = g_.ops[i];
+  const cudaStream_t s = stream_;
+  auto in = [&](size_t k) -> void* {
+    return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor ? ptr(op.inputs[k]) : nullptr;
+  };
+  auto shape = [&](size_t k) -> const std::vector<int64_t>& { return g_.tensor(op.inputs[k]).shape; };
+  const std::vector<int64_t>& oshape = g_.tensor(op.outputs[0]).shape;
+  void* y = ptr(op.outputs[0]);
+  const int64_t n_out = g_.tensor(op.outputs[0]).numel() * B;
+  switch (op.kind) {
+    case OpKind::conv2d: {
+      p.conv[i]->run(in(0), in(1), y, workspace_, s);
+      const Act act = op.act();
+      if (in(2) || in(3) || act != Act::none)
+        bias_act(y, in(2), in(3), y, n_out, static_cast<int>(oshape.back()), act, half_, s);
+      break;
+    }
+    case OpKind::linear: {
+      const int N = static_cast<int>(shape(1)[0]);
+      p.lin[i]->run(in(0), in(1), in(2), in(3), y, workspace_, s);
+      const Act act = op.act();
+      const bool fused = act == Act::none || (act == Act::relu && !in(3));
+      if (!fused) bias_act(y, nullptr, nullptr, y, n_out, N, act, half_, s);
+      break;
+    }
+    case OpKind::max_pool2d:
+    case OpKind::avg_pool2d: {
+      const auto& x = shape(0);
+      const int k = op.attr_int("kernel"), st = attr_or(op, "stride", k), pad = attr_or(op, "pad", 0);
+      auto f = op.kind == OpKind::max_pool2d ? max_pool2d : avg_pool2d;
+      f(in(0), y, B, (int)x[0], (int)x[1], (int)x[2], (int)oshape[0], (int)oshape[1], k, st, pad, half_, s);
+      break;
+    }
+    case OpKind::upsample_nearest2x: {
+      const auto& x = shape(0);
+      upsample_nearest2x(in(0), y, B, (int)x[0], (int)x[1], (int)x[2], half_, s);
+      break;
+    }
+    case OpKind::concat: {
+      const int axis = op.attr_int("axis");
+      const int64_t outer = prod(oshape, 0, axis) * B;
+      const int64_t ld = prod(oshape, axis, oshape.size());
+      int64_t off = 0;
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        const int64_t inner = prod(shape(k), axis, shape(k).size());
+        concat_part(in(k), y, outer, inner, ld, off, half_, s);
+        off += inner;
+      }
+      break;
+    }
+    case OpKind::add: {
+      size_t a = 0, b = 1;
+      if (g_.tensor(op.inputs[0]).is_const) std::swap(a, b);
+      const bool bconst = g_.tensor(op.inputs[b]).is_const;
+      const int64_t bn = bconst ? g_.tensor(op.inputs[b]).numel() : n_out;
+      add_act(in(a), in(b), bn, y, n_out, op.act(), half_, s);
+      break;
+    }
+    case OpKind::mul_rows: {
+      const auto& x = shape(0);
+      const int C = static_cast<int>(x.back());
+      const int L = static_cast<int>(g_.tensor(op.inputs[0]).numel() / C);
+      mul_rows(in(0), in(1), y, (int64_t)L * B, L, C, half_, s);
+      break;
+    }
+    case OpKind::activation:
+      bias_act(in(0), nullptr, nullptr, y, n_out, 1, op.act(), half_, s);
+      break;
+    case OpKind::layer_norm: {
+      const int C = static_cast<int>(shape(0).back());
+      const float eps = op.attrs.contains("eps") ? op.attr_float("eps") : 1e-5f;
+      layer_norm(in(0), in(3), in(1), in(2), y, n_out / C, C, eps, half_, s);
+      break;
+    }
+    case OpKind::attention: {
+      const int L = (int)shape(0)[0], C = (int)shape(0)[1], S = (int)shape(1)[0];
+      const int heads = op.attr_int("heads");
+      if (C % heads) throw Error("cuda backend: attention " + op.name + ": channels not divisible by heads");
+      attention(in(0), in(1), in(2), y, B, L, S, C, heads, op.attr_float("scale"), half_, s);
+      break;
+    }
+    case OpKind::ms_deform_attn: {
+      DeformShape sh;
+      sh.heads = op.attr_int("heads");
+      sh.levels = op.attr_int("levels");
+      sh.points = op.attr_int("points");
+      sh.offset_scale = op.attr_float("offset_scale");
+      if (sh.levels > 8) throw Error("cuda backend: ms_deform_attn " + op.name + ": more than 8 levels");
+      const auto& ss = op.attrs.at("spatial_shapes");
+      const auto& ls = op.attrs.at("level_start");
+      for (int l = 0; l < sh.levels; ++l) {
+        sh.H[l] = ss.at(l).at(0).get<int>();
+        sh.W[l] = ss.at(l).at(1).get<int>();
+        sh.start[l] = ls.at(l).get<int>();
+      }
+      const int Lv = (int)shape(0)[0], C = (int)shape(0)[1], Q = (int)shape(1)[0];
+      ms_deform_attn(in(0), in(1), in(2), in(3), in(4), y, B, Lv, Q, C, sh, half_, s);
+      break;
+    }
+    case OpKind::topk_rows: {
+      const auto& x = shape(0);
+      topk_rows(in(0), static_cast<int32_t*>(y), B, (int)x[0], (int)x[1], op.attr_int("k"), half_, s);
+      break;
+    }
+    case OpKind::gather_rows: {
+      const auto& x = shape(0);
+      const int K = static_cast<int>(g_.tensor(op.inputs[1]).numel());
+      gather_rows(in(0), static_cast<const int32_t*>(in(1)), y, B, (int)x[0], K, (int)(g_.tensor(op.inputs[0]).numel() / x[0]), half_, s);
+      break;
+    }
+    case OpKind::box_refine:
+      box_refine(in(0), in(1), y, n_out, half_, s);
+      break;
+    case OpKind::reshape:
+      break;  // alias: the output shares the input's memory
+    case OpKind::batch_norm:
+      throw Error("cuda backend: batch_norm " + op.name + " was not folded");
+  }
+}
+
+}  // namespace detforge::cuda
