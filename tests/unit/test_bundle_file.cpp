@@ -193,3 +193,20 @@ TEST(BundleFile, StructuralDefects) {
 
 }  // namespace
 }  // namespace detforge
+
+namespace detforge {
+namespace {
+
+// The seed corpus is written by an independent Python implementation (tests/fuzz/make_corpus.py).
+TEST(BundleFile, ReadsPythonWrittenBundle) {
+  fs::path p = fs::path(DETFORGE_SOURCE_DIR) / "tests/fuzz/corpus/bundle/two_sections.bundle";
+  BundleFile b = BundleFile::open(p);
+  EXPECT_EQ(b.header()["family"], "rt_detr_v2");
+  EXPECT_EQ(b.section_names(), (std::vector<std::string>{"graph", "weights"}));
+  auto w = b.section("weights");
+  ASSERT_EQ(w.size(), 200u);
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i], i);
+}
+
+}  // namespace
+}  // namespace detforge

@@ -182,3 +182,24 @@ TEST(SafetensorsShared, MatchesPythonSafetensors) {
 
 }  // namespace
 }  // namespace detforge
+
+namespace detforge {
+namespace {
+
+// Written by the official safetensors package (tests/fuzz/make_corpus.py).
+TEST(Safetensors, ReadsPythonWrittenDtypes) {
+  fs::path dir = fs::path(DETFORGE_SOURCE_DIR) / "tests/fuzz/corpus/safetensors";
+  auto a = SafetensorsFile::open(dir / "u8_bool_f64.safetensors");
+  EXPECT_EQ(a.info("mask").dtype, "BOOL");
+  EXPECT_EQ(a.read_f32("d"), (std::vector<float>{1.5f, -2.0f}));
+  EXPECT_EQ(a.info("empty").shape, (std::vector<int64_t>{0, 3}));
+  auto b = SafetensorsFile::open(dir / "bf16.safetensors");
+  EXPECT_EQ(b.read_f32("b"), (std::vector<float>{1.0f, -2.0f}));
+  auto c = SafetensorsFile::open(dir / "f32_f16_i64.safetensors");
+  EXPECT_EQ(c.metadata().at("format"), "pt");
+  EXPECT_EQ(c.info("conv.weight").shape, (std::vector<int64_t>{2, 3, 1, 1}));
+  EXPECT_EQ(c.info("bn.num_batches_tracked").dtype, "I64");
+}
+
+}  // namespace
+}  // namespace detforge
