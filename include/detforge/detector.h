@@ -23,6 +23,7 @@ struct RawOutputs {
   int num_classes = 0;
   std::vector<float> logits;  // [num_queries, num_classes]
   std::vector<float> boxes;   // [num_queries, 4] cx, cy, w, h normalised to [0, 1]
+  std::vector<int> query_indices;  // [num_queries] encoder tokens chosen by top-k, in query order
   std::string first_nonfinite_op;  // with check_finite: first op whose output was non-finite
 };
 

@@ -38,7 +38,8 @@ class RtDetrDetector : public Detector {
       throw Error("bundle " + path + " graph section is not valid JSON");
     }
     graph::Graph g = graph::deserialize_graph(structure, bundle.section("weights"));
-    if (g.inputs.size() != 1 || g.outputs.size() != 2) throw Error("bundle " + path + " graph must have 1 input and 2 outputs");
+    if (g.inputs.size() != 1 || g.outputs.size() < 2)
+      throw Error("bundle " + path + " graph must have 1 input and at least 2 outputs (logits, boxes)");
     const auto& in = g.tensor(g.inputs[0]).shape;
     if (in.size() != 3 || in[0] != pre_.height || in[1] != pre_.width || in[2] != 3)
       throw Error("bundle " + path + " graph input does not match its preprocessing size");
@@ -95,6 +96,8 @@ class RtDetrDetector : public Detector {
     r.num_classes = nc_;
     r.logits = std::move(res[0].data);
     r.boxes = std::move(res[1].data);
+    if (res.size() > 2)
+      for (float v : res[2].data) r.query_indices.push_back(static_cast<int>(v));
     r.first_nonfinite_op = engine_->first_nonfinite_op();
     return r;
   }

@@ -379,7 +379,10 @@ Graph build_graph(const Config& cfg, const WeightSource& weights, int height, in
   }
   g.tensor(logits).name = "logits";
   g.tensor(ref).name = "boxes";
-  g.outputs = {logits, ref};
+  // The encoder's query selection is an output too: it lets tests compare query by query where
+  // near-ties reorder the top-k (the spec's "numerical pitfalls").
+  g.tensor(topk).name = "query_indices";
+  g.outputs = {logits, ref, topk};
   g.validate();
   return g;
 }
