@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds detforge into build/ (CUDA backend too when nvcc is found).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+ninja -C "$BUILD_DIR" -j"${JOBS:-$(nproc)}"
