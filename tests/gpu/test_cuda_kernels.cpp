@@ -1,0 +1,202 @@
+// Own CUDA kernels against plain host loops written from the IR's semantics (graph/ir.h and the
+// family spec). Random inputs, fresh per test; fp32 tight, fp16 storage loose.
+#include <algorithm>
+#include <numeric>
+
+#include "backends/cuda/kernels/kernels.h"
+#include "gpu_test_util.h"
+
+namespace detforge::test {
+namespace {
+
+using cuda::DeformShape;
+
+class CudaKernel : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+  }
+  bool half() const { return GetParam(); }
+  float atol() const { return half() ? 2e-2f : 1e-5f; }
+  float rtol() const { return half() ? 1e-2f : 1e-5f; }
+};
+
+TEST_P(CudaKernel, LayerNormWithResidualMatchesHostLoop) {
+  const int rows = 37, C = 256;
+  auto x = quantize(random_vec(rows * C, -3, 3, 1), half()), r = quantize(random_vec(rows * C, -1, 1, 2), half());
+  auto g = quantize(random_vec(C, 0.5, 1.5, 3), half()), b = quantize(random_vec(C, -0.5, 0.5, 4), half());
+  DevBuf dx(x, half()), dr(r, half()), dg(g, half()), db(b, half()), dy(rows * C, half());
+  cuda::layer_norm(dx.get(), dr.get(), dg.get(), db.get(), dy.get(), rows, C, 1e-5f, half(), nullptr);
+  std::vector<float> want(rows * C);
+  for (int i = 0; i < rows; ++i) {
+    double m = 0, v = 0;
+    for (int c = 0; c < C; ++c) m += x[i * C + c] + r[i * C + c];
+    m /= C;
+    for (int c = 0; c < C; ++c) v += std::pow(x[i * C + c] + r[i * C + c] - m, 2);
+    v /= C;
+    for (int c = 0; c < C; ++c)
+      want[i * C + c] = static_cast<float>((x[i * C + c] + r[i * C + c] - m) / std::sqrt(v + 1e-5) * g[c] + b[c]);
+  }
+  EXPECT_TRUE(close(dy.download(), want, atol() * 2, rtol()));
+}
+
+TEST_P(CudaKernel, AttentionMatchesHostLoop) {
+  const int B = 2, L = 45, S = 70, heads = 4, C = 64, d = C / heads;
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  auto q = quantize(random_vec(B * L * C, -2, 2, 5), half()), k = quantize(random_vec(B * S * C, -2, 2, 6), half());
+  auto v = quantize(random_vec(B * S * C, -1, 1, 7), half());
+  DevBuf dq(q, half()), dk(k, half()), dv(v, half()), dout(B * L * C, half());
+  cuda::attention(dq.get(), dk.get(), dv.get(), dout.get(), B, L, S, C, heads, scale, half(), nullptr);
+  std::vector<float> want(B * L * C);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < L; ++i) {
+        std::vector<double> p(S);
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j < S; ++j) {
+          double a = 0;
+          for (int c = 0; c < d; ++c) a += q[(b * L + i) * C + h * d + c] * k[(b * S + j) * C + h * d + c];
+          p[j] = a * scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (int j = 0; j < S; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        for (int c = 0; c < d; ++c) {
+          double o = 0;
+          for (int j = 0; j < S; ++j) o += p[j] / sum * v[(b * S + j) * C + h * d + c];
+          want[(b * L + i) * C + h * d + c] = static_cast<float>(o);
+        }
+      }
+  EXPECT_TRUE(close(dout.download(), want, atol(), rtol()));
+}
+
+// Host reference of MSDeformAttnV2 "default" (family spec §3.8).
+std::vector<float> deform_ref(const std::vector<float>& value, const std::vector<float>& off,
+                              const std::vector<float>& logits, const std::vector<float>& ref,
+                              const std::vector<float>& ps, int B, int Lv, int Q, int C, const DeformShape& sh) {
+  const int H = sh.heads, LP = sh.levels * sh.points, d = C / H;
+  std::vector<float> out(static_cast<size_t>(B) * Q * C);
+  for (int b = 0; b < B; ++b)
+    for (int q = 0; q < Q; ++q)
+      for (int h = 0; h < H; ++h) {
+        const size_t bq = static_cast<size_t>(b) * Q + q;
+        std::vector<double> w(LP);
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j < LP; ++j) mx = std::max(mx, (double)logits[bq * H * LP + h * LP + j]);
+        for (int j = 0; j < LP; ++j) sum += (w[j] = std::exp(logits[bq * H * LP + h * LP + j] - mx));
+        for (int c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int l = 0; l < sh.levels; ++l)
+            for (int p = 0; p < sh.points; ++p) {
+              const int j = l * sh.points + p;
+              const double k = ps[j] * sh.offset_scale;
+              const double lx = ref[bq * 4 + 0] + off[bq * H * LP * 2 + (h * LP + j) * 2 + 0] * k * ref[bq * 4 + 2];
+              const double ly = ref[bq * 4 + 1] + off[bq * H * LP * 2 + (h * LP + j) * 2 + 1] * k * ref[bq * 4 + 3];
+              const double ix = lx * sh.W[l] - 0.5, iy = ly * sh.H[l] - 0.5;
+              const int x0 = (int)std::floor(ix), y0 = (int)std::floor(iy);
+              const double fx = ix - x0, fy = iy - y0;
+              double s = 0;
+              for (int dy = 0; dy < 2; ++dy)
+                for (int dx = 0; dx < 2; ++dx) {
+                  const int yy = y0 + dy, xx = x0 + dx;
+                  if (yy < 0 || yy >= sh.H[l] || xx < 0 || xx >= sh.W[l]) continue;
+                  const double wt = (dx ? fx : 1 - fx) * (dy ? fy : 1 - fy);
+                  s += wt * value[((size_t)b * Lv + sh.start[l] + yy * sh.W[l] + xx) * C + h * d + c];
+                }
+              acc += w[j] / sum * s;
+            }
+          out[bq * C + h * d + c] = static_cast<float>(acc);
+        }
+      }
+  return out;
+}
+
+TEST_P(CudaKernel, MsDeformAttnMatchesHostLoop) {
+  DeformShape sh;
+  sh.heads = 4;
+  sh.levels = 3;
+  sh.points = 4;
+  sh.offset_scale = 0.5f;
+  const int hw[3][2] = {{12, 10}, {6, 5}, {3, 3}};
+  int start = 0;
+  for (int l = 0; l < 3; ++l) {
+    sh.H[l] = hw[l][0];
+    sh.W[l] = hw[l][1];
+    sh.start[l] = start;
+    start += hw[l][0] * hw[l][1];
+  }
+  const int B = 2, Lv = start, Q = 33, C = 64, LP = 12;
+  auto value = quantize(random_vec((size_t)B * Lv * C, -1, 1, 8), half());
+  auto off = quantize(random_vec((size_t)B * Q * sh.heads * LP * 2, -3, 3, 9), half());  // some fall outside
+  auto logits = quantize(random_vec((size_t)B * Q * sh.heads * LP, -2, 2, 10), half());
+  auto ref = quantize(random_vec((size_t)B * Q * 4, 0.02f, 0.98f, 11), half());
+  std::vector<float> ps(LP, 0.25f);
+  DevBuf dv(value, half()), doff(off, half()), dl(logits, half()), dr(ref, half()), dps(ps, half()),
+      dout((size_t)B * Q * C, half());
+  cuda::ms_deform_attn(dv.get(), doff.get(), dl.get(), dr.get(), dps.get(), dout.get(), B, Lv, Q, C, sh, half(),
+                       nullptr);
+  EXPECT_TRUE(close(dout.download(), deform_ref(value, off, logits, ref, ps, B, Lv, Q, C, sh), atol(), rtol()));
+}
+
+TEST_P(CudaKernel, TopkRowsSortsByRowMaxWithLowerIndexFirstOnTies) {
+  const int B = 3, L = 8400, N = 8, k = 300;
+  auto s = quantize(random_vec((size_t)B * L * N, -8, 4, 12), half());
+  // Ties: 40 identical rows in image 1, holding a value that ranks inside the top k.
+  for (int r = 100; r < 140; ++r)
+    for (int c = 0; c < N; ++c) s[((size_t)1 * L + r) * N + c] = c == 3 ? 3.99f : -9.f;
+  DevBuf ds(s, half());
+  int32_t* didx = nullptr;
+  ASSERT_EQ(cudaMalloc(&didx, sizeof(int32_t) * B * k), cudaSuccess);
+  cuda::topk_rows(ds.get(), didx, B, L, N, k, half(), nullptr);
+  std::vector<int32_t> got(B * k);
+  cudaMemcpy(got.data(), didx, sizeof(int32_t) * B * k, cudaMemcpyDeviceToHost);
+  cudaFree(didx);
+  for (int b = 0; b < B; ++b) {
+    std::vector<float> m(L);
+    for (int r = 0; r < L; ++r) m[r] = *std::max_element(&s[((size_t)b * L + r) * N], &s[((size_t)b * L + r) * N] + N);
+    std::vector<int> order(L);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return m[a] > m[c]; });
+    for (int i = 0; i < k; ++i) ASSERT_EQ(got[b * k + i], order[i]) << "image " << b << " rank " << i;
+  }
+}
+
+TEST_P(CudaKernel, GatherRowsAndBoxRefine) {
+  const int B = 2, L = 50, K = 7, C = 24;
+  auto x = quantize(random_vec((size_t)B * L * C, -1, 1, 13), half());
+  std::vector<int32_t> idx = {3, 49, 0, 17, 17, 8, 22, 1, 2, 3, 4, 5, 6, 48};
+  DevBuf dx(x, half()), dy((size_t)B * K * C, half());
+  int32_t* di = nullptr;
+  ASSERT_EQ(cudaMalloc(&di, sizeof(int32_t) * idx.size()), cudaSuccess);
+  cudaMemcpy(di, idx.data(), sizeof(int32_t) * idx.size(), cudaMemcpyHostToDevice);
+  cuda::gather_rows(dx.get(), di, dy.get(), B, L, K, C, half(), nullptr);
+  std::vector<float> want((size_t)B * K * C);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < K; ++i)
+      for (int c = 0; c < C; ++c) want[((size_t)b * K + i) * C + c] = x[((size_t)b * L + idx[b * K + i]) * C + c];
+  EXPECT_TRUE(close(dy.download(), want, 0, 0));
+  cudaFree(di);
+
+  // box_refine, including saturated references (0, 1 and beyond) where the clamp matters.
+  std::vector<float> ref = quantize(random_vec(400, 0.f, 1.f, 14), half());
+  ref[0] = 0.f;
+  ref[1] = 1.f;
+  ref[2] = 0.99999f;
+  ref[3] = 1.5f;
+  auto delta = quantize(random_vec(400, -3, 3, 15), half());
+  ref = quantize(ref, half());
+  DevBuf dd(delta, half()), dr(ref, half()), dout(400, half());
+  cuda::box_refine(dd.get(), dr.get(), dout.get(), 400, half(), nullptr);
+  std::vector<float> wb(400);
+  for (int i = 0; i < 400; ++i) {
+    double r = std::min(std::max((double)ref[i], 0.0), 1.0);
+    double inv = std::log(std::max(r, 1e-5) / std::max(1 - r, 1e-5));
+    wb[i] = static_cast<float>(1 / (1 + std::exp(-(delta[i] + inv))));
+  }
+  EXPECT_TRUE(close(dout.download(), wb, half() ? 2e-3f : 1e-6f, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, CudaKernel, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "fp16" : "fp32"; });
+
+}  // namespace
+}  // namespace detforge::test
