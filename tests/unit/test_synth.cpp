@@ -154,6 +154,7 @@ TEST_F(SynthWriteTest, WritesLoadableDeterministicCheckpoint) {
   EXPECT_EQ(off[0], 1.0f);  // head 0 points along +x, point 0 at distance 1
   EXPECT_EQ(off[1], 0.0f);
   EXPECT_EQ(off[6], 4.0f);  // point 3
+  for (float x : a.read_f32("model.enc_output.0.bias")) EXPECT_EQ(x, 0.0f) << "keeps masked anchors out of top-k";
   // Only the three folders, no temporaries.
   EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator()), 3);
 }

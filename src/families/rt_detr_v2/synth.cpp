@@ -272,7 +272,12 @@ std::vector<SynthTensorSpec> rt_detr_v2_tensor_specs(const json& c) {
     s.conv(p + ".0.weight", d, dec_in[i], 1);
     s.bn(p + ".1", d, false);
   }
-  s.linear("model.enc_output.0", d, d);
+  // Zero bias, as transformers initialises it: masked (invalid) anchors carry memory 0, so their
+  // query-selection score is then LN-bias-only, about the prior -4.6 and far below valid anchors'
+  // best class. With a random bias (std 0.02, which LayerNorm rescales to unit variance) the 316
+  // identical invalid anchors outranked every valid one on a random r18vd and filled all 300
+  // queries with boxes of exactly 1.0 (measured with transformers 5.17).
+  s.linear("model.enc_output.0", d, d, SynthInit::kFanIn, SynthInit::kZero);
   s.layer_norm("model.enc_output.1", d);
   s.linear("model.enc_score_head", n_labels, d, SynthInit::kFanIn, SynthInit::kPriorBias);
   s.mlp("model.enc_bbox_head", d, d, 4, 3, SynthInit::kSmallWeight);
@@ -329,6 +334,7 @@ std::vector<float> fill(const SynthTensorSpec& t, Rng& r) {
       case SynthInit::kPriorBias: y = -std::log((1.0 - 0.01) / 0.01); break;
       case SynthInit::kSmallWeight: y = r.normal() * 0.01 * fan_std; break;
       case SynthInit::kEmbedding: y = r.normal(); break;
+      case SynthInit::kZero: y = 0; break;
       case SynthInit::kOffsetsBias: break;  // below
     }
     x = static_cast<float>(y);

@@ -29,6 +29,7 @@ enum class SynthInit {
   kSmallWeight,    // last box-regression layers, sampling offsets, attention weights: N(0, (0.01/sqrt(fan_in))^2)
   kOffsetsBias,    // sampling_offsets.bias: transformers' radial grid init
   kEmbedding,      // denoising_class_embed: N(0, 1)
+  kZero,           // enc_output.0.bias (see synth.cpp)
 };
 
 struct SynthTensorSpec {
