@@ -7,8 +7,7 @@
 #include "backends/engine.h"
 #include "families/rt_detr_v2/postprocess.h"
 #include "families/rt_detr_v2/preprocess.h"
-#include "graph/serialize.h"
-#include "io/bundle_file.h"
+#include "io/bundle_graph.h"
 
 namespace detforge {
 
@@ -17,11 +16,8 @@ namespace {
 class RtDetrDetector : public Detector {
  public:
   RtDetrDetector(const std::string& path, const DetectorOptions& opt) : backend_(opt.backend) {
-    BundleFile bundle = BundleFile::open(path);
-    const auto& h = bundle.header();
-    std::string family = h.value("family", "");
-    if (family != "rt_detr_v2")
-      throw Error("bundle " + path + " holds family '" + family + "', which this detforge cannot run");
+    LoadedBundle lb = load_bundle_graph(path);
+    const auto& h = lb.header;
     try {
       pre_ = rt_detr_v2::PreprocessConfig::from_json(h.at("preprocess"));
       labels_ = h.at("labels").get<std::vector<std::string>>();
@@ -30,14 +26,7 @@ class RtDetrDetector : public Detector {
     } catch (const nlohmann::json::exception& e) {
       throw Error("bundle " + path + " header is incomplete: " + e.what());
     }
-    nlohmann::json structure;
-    auto gs = bundle.section("graph");
-    try {
-      structure = nlohmann::json::parse(gs.begin(), gs.end());
-    } catch (const nlohmann::json::exception& e) {
-      throw Error("bundle " + path + " graph section is not valid JSON");
-    }
-    graph::Graph g = graph::deserialize_graph(structure, bundle.section("weights"));
+    graph::Graph& g = lb.graph;
     if (g.inputs.size() != 1 || g.outputs.size() < 2)
       throw Error("bundle " + path + " graph must have 1 input and at least 2 outputs (logits, boxes)");
     const auto& in = g.tensor(g.inputs[0]).shape;
