@@ -75,9 +75,11 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
     throw Error("CPU backend runs fp32 only (asked for precision '" + opt.precision + "')");
   threads_ = opt.threads > 0 ? opt.threads : omp_get_num_procs();
   g.validate();
-  if (g.inputs.size() != 1) throw Error("CPU backend expects exactly one graph input, got " + std::to_string(g.inputs.size()));
-  input_ = g.inputs[0];
-  input_shape_ = g.tensor(input_).shape;
+  if (g.inputs.empty()) throw Error("CPU backend: the graph has no input");
+  inputs_ = g.inputs;
+  input_aliases_.resize(inputs_.size());
+  std::vector<char> is_input(g.tensors.size(), 0);
+  for (TensorId id : inputs_) is_input[id] = 1;
   for (const auto& op : g.ops)  // refuse unsupported ops before any work
     if (op.kind == OpKind::batch_norm)
       throw Error("CPU backend cannot run op " + op.name + " (batch_norm): run the fold_batch_norm pass first");
@@ -109,7 +111,7 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
   std::vector<TensorId> req_id;
   for (size_t i = 0; i < nt; ++i) {
     const auto& t = g.tensors[i];
-    if (t.is_const || root[i] != static_cast<TensorId>(i) || static_cast<TensorId>(i) == input_ || first[i] < 0) continue;
+    if (t.is_const || root[i] != static_cast<TensorId>(i) || is_input[i] || first[i] < 0) continue;
     if (t.dtype != graph::DType::i32 && graph::dtype_size(t.dtype) > 4)
       throw Error("CPU backend: tensor " + t.name + " has an unsupported dtype");
     BufferRequest r;
@@ -130,7 +132,7 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
     ctx_.base[req_id[r]] = reinterpret_cast<float*>(reinterpret_cast<char*>(arena_) + plan.offsets[r]);
     ctx_.stride[req_id[r]] = g.tensors[req_id[r]].numel();
   }
-  ctx_.stride[input_] = g.tensor(input_).numel();
+  for (TensorId id : inputs_) ctx_.stride[id] = g.tensor(id).numel();
   // Constants read through ExecCtx (stride 0: broadcast over the batch).
   std::vector<char> needed(nt, 0);
   for (const auto& op : g.ops)
@@ -151,7 +153,8 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
     if (root[i] != static_cast<TensorId>(i)) {
       ctx_.base[i] = ctx_.base[root[i]];
       ctx_.stride[i] = ctx_.stride[root[i]];
-      if (root[i] == input_) input_aliases_.push_back(static_cast<TensorId>(i));
+      for (size_t k = 0; k < inputs_.size(); ++k)
+        if (root[i] == inputs_[k]) input_aliases_[k].push_back(static_cast<TensorId>(i));
     }
 
   // Steps: oneDNN primitives are created under the team size they will run with.
@@ -202,13 +205,24 @@ void CpuEngine::scan_finite(const OpEntry& e, int batch) {
 }
 
 std::vector<HostTensor> CpuEngine::run(const float* pixels, int batch) {
+  if (inputs_.size() != 1)
+    throw Error("CPU engine: the graph has " + std::to_string(inputs_.size()) + " inputs; run() feeds exactly one");
+  feed_[0] = pixels;
+  return run_inputs(feed_, batch);
+}
+
+std::vector<HostTensor> CpuEngine::run_inputs(const std::vector<const float*>& inputs, int batch) {
   if (batch < 1 || batch > max_batch_)
     throw Error("CPU engine: batch " + std::to_string(batch) + " outside 1.." + std::to_string(max_batch_));
-  if (!pixels) throw Error("CPU engine: pixels is null");
+  if (inputs.size() != inputs_.size())
+    throw Error("CPU engine: " + std::to_string(inputs.size()) + " inputs given, graph has " + std::to_string(inputs_.size()));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k]) throw Error("CPU engine: input " + std::to_string(k) + " is null");
+    float* in = const_cast<float*>(inputs[k]);  // steps never write a graph input
+    ctx_.base[inputs_[k]] = in;
+    for (TensorId id : input_aliases_[k]) ctx_.base[id] = in;
+  }
   OmpThreadsGuard guard(threads_);
-  float* in = const_cast<float*>(pixels);  // steps never write the graph input
-  ctx_.base[input_] = in;
-  for (TensorId id : input_aliases_) ctx_.base[id] = in;
   first_nonfinite_.clear();
   for (auto& e : ops_) {
     if (!e.step) continue;

@@ -20,6 +20,9 @@ class CpuEngine final : public Engine {
   int max_batch() const override { return max_batch_; }
   std::vector<HostTensor> run(const float* pixels, int batch) override;
   std::string first_nonfinite_op() const override { return first_nonfinite_; }
+  // Graphs with several inputs (unit tests build these): one pointer per graph input, each
+  // holding `batch` images of that input back to back. run() is this with the one input.
+  std::vector<HostTensor> run_inputs(const std::vector<const float*>& inputs, int batch);
 
   // Introspection for tests and the bench report.
   size_t arena_bytes() const { return arena_bytes_; }
@@ -53,12 +56,12 @@ class CpuEngine final : public Engine {
   void* scratch_ = nullptr;
   size_t arena_bytes_ = 0, scratch_bytes_ = 0, unshared_bytes_ = 0;
   std::vector<std::vector<float>> const_store_;
-  graph::TensorId input_ = graph::kNoTensor;
-  std::vector<graph::TensorId> input_aliases_;  // tensors sharing the caller's pixels
+  std::vector<graph::TensorId> inputs_;
+  std::vector<const float*> feed_ = std::vector<const float*>(1);  // run()'s one input, no per-run allocation
+  std::vector<std::vector<graph::TensorId>> input_aliases_;  // per input: tensors sharing its memory
   ExecCtx ctx_;
   std::vector<OpEntry> ops_;
   std::vector<OutputInfo> outputs_;
-  std::vector<int64_t> input_shape_;
 };
 
 }  // namespace detforge::cpu
