@@ -244,8 +244,11 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check) {
   }
   for (size_t o = 0; o < g_.outputs.size(); ++o) {
     const TensorId t = g_.outputs[o];
-    storage_to_f32(ptr(t), d_out32_[o], g_.tensor(t).numel() * batch, half_ && !slots_[slots_[t].root].i32,
-                   stream_);
+    const int64_t n = g_.tensor(t).numel() * batch;
+    if (slots_[slots_[t].root].i32)
+      i32_to_f32(static_cast<const int32_t*>(ptr(t)), d_out32_[o], n, stream_);
+    else
+      storage_to_f32(ptr(t), d_out32_[o], n, half_, stream_);
   }
 }
 

@@ -41,6 +41,10 @@ __global__ void to_f32_k(const T* x, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     y[i] = ld(x, i);
 }
+__global__ void i32_to_f32_k(const int32_t* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = static_cast<float>(x[i]);
+}
 template <class T>
 __global__ void nonfinite_k(const T* x, int64_t n, unsigned long long* count) {
   unsigned long long c = 0;
@@ -73,6 +77,10 @@ void f32_to_storage(const float* x, void* y, int64_t n, bool half, cudaStream_t 
 }
 void storage_to_f32(const void* x, float* y, int64_t n, bool half, cudaStream_t s) {
   DF_DISPATCH(half, T, to_f32_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, y, n));
+  DF_CUDA_LAUNCH();
+}
+void i32_to_f32(const int32_t* x, float* y, int64_t n, cudaStream_t s) {
+  i32_to_f32_k<<<blocks_for(n, 256), 256, 0, s>>>(x, y, n);
   DF_CUDA_LAUNCH();
 }
 void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s) {

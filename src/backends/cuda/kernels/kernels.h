@@ -25,6 +25,8 @@ void mul_rows(const void* x, const void* m, void* y, int64_t rows, int L, int C,
 // Conversions between fp32 and the storage type (a plain copy when half is false).
 void f32_to_storage(const float* x, void* y, int64_t n, bool half, cudaStream_t s);
 void storage_to_f32(const void* x, float* y, int64_t n, bool half, cudaStream_t s);
+// int32 -> fp32 values (index outputs such as the encoder's top-k, exact below 2^24).
+void i32_to_f32(const int32_t* x, float* y, int64_t n, cudaStream_t s);
 // Adds the number of non-finite values among n (fp32 or fp16) to *count.
 void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s);
 
