@@ -9,6 +9,7 @@ detforge's evaluator against it. Cases (listed in tests/golden/eval/cases.json):
                       missed boxes, shifted/scaled boxes, wrong labels, false positives, boxes on
                       crowd regions, score ties (rounded scores) and one image-category cell with
                       more than 100 detections (exercises maxDets).
+  coco_val80_jitter_first40  the same results evaluated on the first 40 images only (--limit).
   shapes_val256_jitter  the same recipe on ../shared/data/shapes_val256 (category ids 0-7).
   empty_images        hand-built ground truth (committed here): images with no detections,
                       images with no ground truth, an image with neither, crowd boxes, boxes in
@@ -144,6 +145,9 @@ def main():
         dump(jitter_results(gt, random.Random(seed)), f"{name}.results.json")
         cases.append({"name": name, "gt": gt_rel, "results": f"tests/golden/eval/{name}.results.json",
                       "needs_shared": True})
+    # --limit: only the first 40 images in file order (COCOeval.params.imgIds set to them).
+    cases.append({"name": "coco_val80_jitter_first40", "gt": cases[0]["gt"], "results": cases[0]["results"],
+                  "needs_shared": True, "limit": 40})
 
     rng = random.Random(7)
     gt = hand_gt(rng, 12, [1, 2, 3], [1, 2, 3], empty_gt_images={12, 15, 19}, with_id0=True)

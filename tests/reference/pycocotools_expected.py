@@ -2,6 +2,7 @@
 """Runs pycocotools' COCOeval (bbox) on every case of tests/golden/eval/cases.json and writes
 <out>/<name>.expected.json: the 12 COCOeval.stats and per-class AP@[.50:.95] and AP@.50 (mean of
 precision[:, :, k, area=all, maxDets=100] entries > -1; -1 when the class has no ground truth).
+A case with "limit": N evaluates the first N images of the ground truth's "images" list only.
 
 Usage: python3 tests/reference/pycocotools_expected.py [--out tests/golden/eval] [--shared ../shared]
        python3 tests/reference/pycocotools_expected.py --check   (recompute into a temp dir and
@@ -29,13 +30,15 @@ def resolve(rel, shared):
     return os.path.join(ROOT, rel)
 
 
-def evaluate(gt_path, res_path):
+def evaluate(gt_path, res_path, limit=None):
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints progress
         gt = COCO(gt_path)
         with open(res_path) as f:
             results = json.load(f)
         dt = gt.loadRes(results)
         E = COCOeval(gt, dt, "bbox")
+        if limit:  # the first `limit` images in file order, as detforge eval --limit picks them
+            E.params.imgIds = sorted(img["id"] for img in gt.dataset["images"][:limit])
         E.evaluate()
         E.accumulate()
         E.summarize()
@@ -62,7 +65,9 @@ def run(out_dir, shared):
         if not os.path.exists(gt_path):
             sys.exit(f"error: case {c['name']}: ground truth {gt_path} is absent")
         exp = {"case": c["name"], "gt": c["gt"], "results": c["results"]}
-        exp.update(evaluate(gt_path, res_path))
+        if c.get("limit"):
+            exp["limit"] = c["limit"]
+        exp.update(evaluate(gt_path, res_path, c.get("limit")))
         path = os.path.join(out_dir, f"{c['name']}.expected.json")
         with open(path, "w") as f:
             json.dump(exp, f, indent=1)

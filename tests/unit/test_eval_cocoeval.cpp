@@ -43,9 +43,12 @@ void check_case(const std::string& name) {
   ASSERT_TRUE(fs::exists(expected)) << expected << " is absent: run tests/reference/pycocotools_expected.py";
 
   CocoDataset gt = CocoDataset::load(resolve((*c)["gt"]), "/nonexistent");
-  CocoEvalResult got = evaluate_coco_bbox(gt, load_coco_results(results));
+  std::vector<int64_t> ids;  // "limit": the first N images in file order, as eval --limit
+  for (size_t i = 0; i < gt.images.size() && i < (*c).value("limit", size_t{0}); ++i) ids.push_back(gt.images[i].id);
+  CocoEvalResult got = evaluate_coco_bbox(gt, load_coco_results(results), ids);
   json exp = read_json(expected);
   ASSERT_EQ(exp["stats"].size(), 12u);
+  if (exp.contains("limit")) EXPECT_EQ(got.num_images, exp["limit"].get<int64_t>());
   for (int i = 0; i < 12; ++i)
     EXPECT_NEAR(got.stats[i], exp["stats"][i].get<double>(), 1e-6) << name << " stat " << kCocoStatNames[i];
   ASSERT_EQ(got.per_class.size(), exp["per_class"].size());
@@ -71,6 +74,7 @@ CocoDataset tiny_gt(bool crowd = false) {
 
 TEST(EvalCocoEval, MatchesPycocotoolsCocoVal80Jitter) { check_case("coco_val80_jitter"); }
 TEST(EvalCocoEval, MatchesPycocotoolsShapesVal256Jitter) { check_case("shapes_val256_jitter"); }
+TEST(EvalCocoEval, MatchesPycocotoolsCocoVal80FirstFortyImages) { check_case("coco_val80_jitter_first40"); }
 TEST(EvalCocoEval, MatchesPycocotoolsEmptyImages) { check_case("empty_images"); }
 TEST(EvalCocoEval, MatchesPycocotoolsClassesWithoutGroundTruth) { check_case("no_gt_classes"); }
 TEST(EvalCocoEval, MatchesPycocotoolsShapesR18vdModel) { check_case("shapes_r18vd"); }
