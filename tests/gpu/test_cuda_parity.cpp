@@ -16,24 +16,13 @@
 #include "detforge/image.h"
 #include "families/rt_detr_v2/bundle_builder.h"
 #include "gpu_test_util.h"
+#include "r18_bundle.h"
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
 
 namespace detforge::test {
 namespace {
-
-std::string r18_bundle() {
-  static std::string path;
-  if (!path.empty()) return path;
-  fs::path dir = fs::temp_directory_path() / ("detforge_gpu_parity_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  rt_detr_v2::BuildOptions opt;
-  opt.checkpoint = (shared_dir() / "models" / "rtdetr_v2_r18vd_shapes").string();
-  opt.output = (dir / "r18.bundle").string();
-  rt_detr_v2::build_bundle(opt);
-  return path = opt.output;
-}
 
 float iou(const Box& a, const Box& b) {
   const float ix = std::max(0.f, std::min(a.x1, b.x1) - std::max(a.x0, b.x0));

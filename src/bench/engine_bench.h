@@ -1,0 +1,29 @@
+// Engine timing as the bench command and bench/run_h200.sh report it. On CUDA the engine time
+// is CUDA events around the graph launch alone (inputs uploaded once before); on the CPU it is
+// the host clock around run().
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "bench/latency.h"
+
+namespace detforge {
+class Engine;
+}
+
+namespace detforge::bench {
+
+struct BenchResult {
+  std::string backend, precision;
+  int batch = 1;
+  LatencyStats engine;      // ms per forward of `batch` images
+  double images_per_s = 0;  // batch / engine p50
+  int graph_nodes = 0;      // CUDA: nodes of the captured graph (0 elsewhere)
+};
+
+// pixels: batch images of the engine's input, NHWC fp32.
+BenchResult bench_engine(Engine& engine, const float* pixels, int batch, int warmup, int iters);
+nlohmann::json to_json(const BenchResult& r);
+
+}  // namespace detforge::bench
