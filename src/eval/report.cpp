@@ -6,7 +6,7 @@
 
 #include "core/atomic_file.h"
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace detforge::eval {
 namespace {
@@ -98,7 +98,9 @@ json to_json(const EvalReport& r) {
             {"dropped_unmapped_label", r.dropped_unmapped}}},
           {"unmatched_labels", r.unmatched_labels},
           {"timings", timings_json(r.timings)},
-          {"notes", "stats as pycocotools COCOeval (bbox); -1 = no ground truth in that range"}};
+          {"notes", "stats as pycocotools COCOeval (bbox), best max_dets detections per image; -1 = no ground "
+                    "truth in that range; per_image_ms = Detector::detect time (decoding excluded), total_s = "
+                    "the whole loop"}};
 }
 
 std::string to_markdown(const EvalReport& r) {

@@ -63,9 +63,9 @@ struct ScanReport {
   Timings timings;
 };
 
-nlohmann::json to_json(const EvalReport& r);
-nlohmann::json to_json(const CompareReport& r);
-nlohmann::json to_json(const ScanReport& r);
+nlohmann::ordered_json to_json(const EvalReport& r);
+nlohmann::ordered_json to_json(const CompareReport& r);
+nlohmann::ordered_json to_json(const ScanReport& r);
 std::string to_markdown(const EvalReport& r);
 std::string to_markdown(const CompareReport& r);
 std::string to_markdown(const ScanReport& r);

@@ -111,10 +111,12 @@ TEST(EvalReport, JsonHasTopLevelApAndMarkdownIsATable) {
   r.coco.per_class.push_back({1, "person", 3, 4, 0.5, 0.7});
   r.coco.per_class.push_back({2, "bi|cycle", 0, 1, -1, -1});
   r.timings = Timings::from({10, 20, 30, 40}, 0.2);
-  nlohmann::json j = to_json(r);
+  nlohmann::ordered_json j = to_json(r);
   EXPECT_DOUBLE_EQ(j["ap50_95"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(j["ap50"].get<double>(), 0.7);
   EXPECT_DOUBLE_EQ(j["stats"]["ar100"].get<double>(), 0.55);
+  int i = 0;  // stats keep summarize()'s order, not alphabetical
+  for (auto it = j["stats"].begin(); it != j["stats"].end(); ++it) EXPECT_EQ(it.key(), kCocoStatNames[i++]);
   EXPECT_EQ(j["per_class"][0]["name"], "person");
   EXPECT_DOUBLE_EQ(j["timings"]["per_image_ms_mean"].get<double>(), 25.0);
   std::string md = to_markdown(r);
@@ -137,7 +139,7 @@ TEST(EvalReport, ScanAndCompareReportsSayWhatHappened) {
   s.add("x.png", raw({kNaN}, {0, 0, 0, 0}, "encoder.fc1"));
   ScanReport sr;
   sr.summary = s.summary();
-  nlohmann::json j = to_json(sr);
+  nlohmann::ordered_json j = to_json(sr);
   EXPECT_FALSE(j["clean"].get<bool>());
   EXPECT_EQ(j["first_nonfinite_op"], "encoder.fc1");
   EXPECT_EQ(j["outputs"][0]["counts"]["nan"], 1);
@@ -147,7 +149,7 @@ TEST(EvalReport, ScanAndCompareReportsSayWhatHappened) {
   cr.agreement.precision = 0.75;
   cr.candidate_coco.stats[0] = 0.41;
   cr.reference_coco.stats[0] = 0.42;
-  nlohmann::json c = to_json(cr);
+  nlohmann::ordered_json c = to_json(cr);
   EXPECT_DOUBLE_EQ(c["precision"].get<double>(), 0.75);
   EXPECT_NE(to_markdown(cr).find("-0.0100"), std::string::npos);
 }
