@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -163,6 +164,7 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
   for (const auto& op : g.ops) {
     OpEntry e;
     e.label = op.name + " (" + graph::op_kind_name(op.kind) + ")";
+    e.kind = graph::op_kind_name(op.kind);
     try {
       e.step = make_step(cc, op);
     } catch (const dnnl::error& err) {
@@ -183,6 +185,18 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
     const auto& t = g.tensor(id);
     outputs_.push_back({id, t.name, t.shape, t.dtype == graph::DType::i32});
   }
+}
+
+void CpuEngine::set_profiling(bool on) {
+  profiling_ = on;
+  profiled_runs_ = 0;
+  op_times_.clear();
+  op_time_index_.assign(ops_.size(), -1);
+  for (size_t i = 0; i < ops_.size(); ++i)
+    if (ops_[i].step) {
+      op_time_index_[i] = static_cast<int>(op_times_.size());
+      op_times_.push_back({ops_[i].label, ops_[i].kind, 0.0});
+    }
 }
 
 CpuEngine::~CpuEngine() {
@@ -224,11 +238,16 @@ std::vector<HostTensor> CpuEngine::run_inputs(const std::vector<const float*>& i
   }
   OmpThreadsGuard guard(threads_);
   first_nonfinite_.clear();
-  for (auto& e : ops_) {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    auto& e = ops_[i];
     if (!e.step) continue;
+    const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     e.step->run(ctx_, batch);
+    if (profiling_)
+      op_times_[op_time_index_[i]].ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (check_finite_ && first_nonfinite_.empty()) scan_finite(e, batch);
   }
+  if (profiling_) ++profiled_runs_;
   std::vector<HostTensor> out;
   out.reserve(outputs_.size());
   for (const auto& o : outputs_) {

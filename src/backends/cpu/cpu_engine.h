@@ -30,10 +30,21 @@ class CpuEngine final : public Engine {
   // Sum of all planned activation buffers (what the arena would be without reuse).
   size_t unshared_bytes() const { return unshared_bytes_; }
   int threads() const { return threads_; }
+  // Per-op wall time of the runs since profiling was switched on (ms summed over runs), in
+  // graph order; reshape (an alias) has no entry. Off by default: it adds one clock read per op.
+  struct OpTime {
+    std::string label;  // "name (kind)"
+    std::string kind;
+    double ms = 0;
+  };
+  void set_profiling(bool on);
+  const std::vector<OpTime>& op_times() const { return op_times_; }
+  int profiled_runs() const { return profiled_runs_; }
 
  private:
   struct OpEntry {
     std::string label;                 // "name (kind)"
+    std::string kind;
     std::vector<graph::TensorId> outs;  // f32 outputs to scan with check_finite
     StepPtr step;                      // null for reshape (an alias)
   };
@@ -45,6 +56,11 @@ class CpuEngine final : public Engine {
   };
 
   void scan_finite(const OpEntry& e, int batch);
+
+  bool profiling_ = false;
+  int profiled_runs_ = 0;
+  std::vector<OpTime> op_times_;        // one per op with a step
+  std::vector<int> op_time_index_;      // ops_ index -> op_times_ index (-1: none)
 
   int max_batch_ = 1;
   int threads_ = 1;
