@@ -1,5 +1,8 @@
 // The CPU Engine: compiles a Graph once (op support check, memory plan, oneDNN primitives with
 // reordered weights, own kernels) and runs it with OpenMP over opt.threads cores.
+// Every tensor dtype except i32 runs as fp32 here. One arena serves all runs, so run() is not
+// reentrant: use one engine per concurrent caller. Images of a batch run one after another
+// through batch-1 primitives; each op is parallel over rows/pixels/heads inside an image.
 #pragma once
 #include <dnnl.hpp>
 

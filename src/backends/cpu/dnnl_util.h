@@ -1,6 +1,9 @@
-// Small helpers shared by the oneDNN-backed steps (conv2d, linear): epilogue post-ops, user
-// scratchpad, and an execute that reuses a prebuilt argument array (the C++ execute() builds a
-// std::vector and an unordered_map on every call, which run() must not do).
+// Small helpers shared by the oneDNN-backed steps (conv2d, linear, attention): epilogue
+// post-ops, user scratchpad (so oneDNN never allocates one at run time), and an execute that
+// reuses a prebuilt argument array instead of the C++ wrapper's per-call std::vector and
+// std::unordered_map. oneDNN 2.6 still builds its own argument map inside
+// dnnl_primitive_execute: measured ~1,060 operator-new calls per r18vd forward, all of them
+// there or in the returned HostTensors (none in our executor or kernels), about 0.1 ms.
 #pragma once
 #include <dnnl.hpp>
 
