@@ -53,6 +53,24 @@ def write_png_raw(path, w, h, color_type, bit_depth, rows: bytes):
         f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
+def write_png_adam7(path, rgb):
+    """Interlaced (Adam7) 8-bit RGB PNG: PIL reads these but cannot write them."""
+    h, w, _ = rgb.shape
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+    raw = b""
+    for x0, y0, dx, dy in passes:
+        sub = rgb[y0::dy, x0::dx]
+        if sub.shape[0] and sub.shape[1]:
+            raw += b"".join(b"\x00" + sub[y].tobytes() for y in range(sub.shape[0]))
+
+    def chunk(tag, data):
+        c = struct.pack(">I", len(data)) + tag + data
+        return c + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
 def exif_app1(orientation, big_endian):
     e = ">" if big_endian else "<"
     tiff = (b"MM\x00*" if big_endian else b"II*\x00") + struct.pack(e + "I", 8)
@@ -113,6 +131,7 @@ def make_fixtures():
     rgb16 = rng.integers(0, 65536, (7, 12, 3), dtype=np.uint16).astype(">u2")
     rows = b"".join(b"\x00" + rgb16[y].tobytes() for y in range(7))
     save("rgb16.png", lambda p: write_png_raw(p, 12, 7, 2, 16, rows))
+    save("adam7.png", lambda p: write_png_adam7(p, rng.integers(0, 256, (11, 13, 3), dtype=np.uint8)))
     ex = Image.Exif()
     ex[0x0112] = 6
     save("exif_6.png", lambda p: base.save(p, "PNG", exif=ex))
