@@ -2,6 +2,7 @@
 // the graph launch) at batch 1 and 32 in fp32 and fp16, the CUPTI kernel breakdown and end-to-end
 // detect() latency. Prints one JSON line per configuration ("[ cuda bench ] {...}"); the
 // assertions only check that the numbers exist. bench/run_h200.sh is the real benchmark.
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -44,12 +45,17 @@ TEST(CudaBench, R18vdSmoke) {
     EngineOptions eo;
     eo.max_batch = 32;
     eo.precision = prec;
+    auto t0 = std::chrono::steady_clock::now();
     auto eng = make_cuda_engine(lb.graph, eo);
+    std::cout << "[ cuda bench ] " << prec << " engine load (plans + capture for batch 1 and 32) "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
     for (int b : {1, 32}) {
       auto r = bench::bench_engine(*eng, px.data(), b, b == 1 ? 50 : 10, b == 1 ? 200 : 40);
       auto prof = bench::cuda_profile_forward(*eng, b, 5);
       nlohmann::json j = bench::to_json(r);
       j["profile"] = bench::to_json(prof);
+      j["conv_fusion"] = dynamic_cast<cuda::CudaEngine&>(*eng).conv_fusion_summary(b);
+      j["arena_mib"] = dynamic_cast<cuda::CudaEngine&>(*eng).arena_bytes() / 1048576.0;
       std::cout << "[ cuda bench ] " << j.dump() << "\n";
       EXPECT_GT(r.images_per_s, 0);
       all.push_back(j);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cuda/cuda_check.h"
@@ -54,6 +55,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   if (precision_ != "fp32" && precision_ != "fp16")
     throw Error("cuda backend: precision '" + precision_ + "' is not supported (fp32 | fp16)");
   half_ = precision_ == "fp16";
+  if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
       throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");
@@ -219,6 +221,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
   if (!p) {
     auto np = std::make_unique<BatchPlan>();
     np->conv.resize(g_.ops.size());
+    np->fused.resize(g_.ops.size());
     np->lin.resize(g_.ops.size());
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     p = std::move(np);
@@ -292,6 +295,11 @@ void CudaEngine::launch(int batch) {
 int CudaEngine::graph_nodes(int batch) {
   prepare(batch);
   return plan(batch).nodes;
+}
+std::string CudaEngine::conv_fusion_summary(int batch) {
+  BatchPlan& p = plan(batch);
+  return std::to_string(p.n_fused) + " convs fused in cuDNN, " + std::to_string(p.n_unfused) + " with a separate epilogue" +
+         (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")");
 }
 bool CudaEngine::graph_captured(int batch) {
   prepare(batch);

@@ -7,12 +7,14 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cublaslt_linear.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/cudnn_fused_conv.h"
 #include "backends/engine.h"
 
 namespace detforge::cuda {
@@ -41,6 +43,8 @@ class CudaEngine : public Engine {
   const std::string& precision() const { return precision_; }
   int graph_nodes(int batch);  // kernel/memcpy nodes in the captured graph (0 when eager)
   bool graph_captured(int batch);
+  // Convolutions of `batch` whose epilogue runs fused in cuDNN, those that do not, and why.
+  std::string conv_fusion_summary(int batch);
   size_t arena_bytes() const { return arena_bytes_; }
   size_t weight_bytes() const { return weight_bytes_; }
   // Eager (uncaptured) forward, for graph-replay-equals-eager tests.
@@ -49,6 +53,9 @@ class CudaEngine : public Engine {
  private:
   struct BatchPlan {
     std::vector<std::unique_ptr<CudnnConv>> conv;  // by op index
+    std::vector<std::shared_ptr<FusedConv>> fused;  // by op index (fp16 with the cuDNN frontend)
+    int n_fused = 0, n_unfused = 0;
+    std::string unfused_why;  // first reason a conv was not fused
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
     cudaGraphExec_t exec = nullptr;
     int nodes = 0;
@@ -77,6 +84,7 @@ class CudaEngine : public Engine {
   int max_batch_ = 1;
   bool half_ = false;
   bool check_finite_ = false;
+  bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   std::string precision_;
   std::string first_nonfinite_;
   int device_ = 0;
@@ -97,6 +105,9 @@ class CudaEngine : public Engine {
   std::vector<float*> d_out32_, h_out_;  // per graph output, fp32
   unsigned long long* d_count_ = nullptr;
   std::vector<std::unique_ptr<BatchPlan>> plans_;
+  // Fused convs by shape/epilogue key: a cuDNN graph is pointer-free, so equal shapes share one
+  // built plan (runtime-fusion engines compile with NVRTC when built; each one costs time).
+  std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   int pending_batch_ = 0;
 };
 

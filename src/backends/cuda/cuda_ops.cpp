@@ -44,6 +44,24 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     s.Wo = static_cast<int>(y[1]);
     if (w[1] != s.Ci) throw Error("cuda backend: conv " + op.name + " weight has " + std::to_string(w[1]) +
                                   " input channels, the input has " + std::to_string(s.Ci));
+    const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+    if (half_ && fuse_conv_) {
+      std::string why = "unsupported (cached)";
+      const std::string key = std::to_string(s.B) + "," + std::to_string(s.H) + "," + std::to_string(s.W) + "," +
+                              std::to_string(s.Ci) + "," + std::to_string(s.Co) + "," + std::to_string(s.kh) + "," +
+                              std::to_string(s.kw) + "," + std::to_string(s.stride) + "," + std::to_string(s.pad) +
+                              "," + std::to_string(bias) + std::to_string(res) + graph::act_name(op.act());
+      auto it = fused_cache_.find(key);
+      if (it == fused_cache_.end())
+        it = fused_cache_.emplace(key, make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why)).first;
+      p.fused[i] = it->second;
+      if (p.fused[i]) {
+        ++p.n_fused;
+        return;
+      }
+      if (p.unfused_why.empty()) p.unfused_why = op.name + ": " + why;
+    }
+    ++p.n_unfused;
     p.conv[i] = std::make_unique<CudnnConv>(cudnn_, s, half_, workspace_bytes_, op_label(op));
   } else if (op.kind == OpKind::linear) {
     const auto& w = g_.tensor(op.inputs[1]).shape;
@@ -69,6 +87,10 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B) {
   const int64_t n_out = g_.tensor(op.outputs[0]).numel() * B;
   switch (op.kind) {
     case OpKind::conv2d: {
+      if (p.fused[i]) {
+        p.fused[i]->run(in(0), in(1), in(2), in(3), y, workspace_, s);
+        break;
+      }
       p.conv[i]->run(in(0), in(1), y, workspace_, s);
       const Act act = op.act();
       if (in(2) || in(3) || act != Act::none)
@@ -124,7 +146,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B) {
       break;
     }
     case OpKind::activation:
-      bias_act(in(0), nullptr, nullptr, y, n_out, 1, op.act(), half_, s);
+      bias_act(in(0), nullptr, nullptr, y, n_out, 8, op.act(), half_, s);  // C only indexes a bias
       break;
     case OpKind::layer_norm: {
       const int C = static_cast<int>(shape(0).back());

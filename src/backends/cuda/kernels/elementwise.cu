@@ -53,10 +53,49 @@ __global__ void nonfinite_k(const T* x, int64_t n, unsigned long long* count) {
   if (c) atomicAdd(count, c);
 }
 
+// 16 bytes per thread (8 halves or 4 floats) when C, n and the pointers allow: the scalar
+// version above moved 2-byte elements with an int64 modulo each and took 6.7 of 31.6 ms of the
+// fp16 batch-32 forward on the H200 (CUPTI, 111 launches), far from the copy bandwidth.
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int N = 16 / sizeof(T);
+  T v[N];
+};
+template <class T>
+__global__ void bias_act_vec_k(const Pack<T>* x, const T* bias, const Pack<T>* res, Pack<T>* y, int64_t packs,
+                               int C, graph::Act act) {
+  constexpr int N = Pack<T>::N;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < packs; i += (int64_t)gridDim.x * blockDim.x) {
+    Pack<T> a = x[i], r;
+    if (res) r = res[i];
+    const int c0 = static_cast<int>((i * N) % C);
+    Pack<T> out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float v = ld(a.v, k);
+      if (bias) v += ld(bias, c0 + k);
+      if (res) v += ld(r.v, k);
+      st(out.v, k, act_f(act, v));
+    }
+    y[i] = out;
+  }
+}
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 }  // namespace
 
 void bias_act(const void* x, const void* bias, const void* res, void* y, int64_t n, int C, Act act, bool half,
               cudaStream_t s) {
+  const int vec = half ? 8 : 4;
+  if (C % vec == 0 && n % vec == 0 && aligned16(x) && aligned16(y) && (!res || aligned16(res)) &&
+      (!bias || aligned16(bias))) {
+    const int64_t packs = n / vec;
+    DF_DISPATCH(half, T,
+                bias_act_vec_k<T><<<blocks_for(packs, 256), 256, 0, s>>>(
+                    (const Pack<T>*)x, (const T*)bias, (const Pack<T>*)res, (Pack<T>*)y, packs, C, act));
+    DF_CUDA_LAUNCH();
+    return;
+  }
   DF_DISPATCH(half, T,
               bias_act_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, (const T*)bias, (const T*)res, (T*)y, n,
                                                               C, act));

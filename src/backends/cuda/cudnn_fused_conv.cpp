@@ -1,0 +1,125 @@
+#include "backends/cuda/cudnn_fused_conv.h"
+
+#ifdef DETFORGE_HAVE_CUDNN_FRONTEND
+#include <cudnn_frontend.h>
+
+#include <unordered_map>
+
+#include "backends/cuda/cuda_check.h"
+#endif
+
+namespace detforge::cuda {
+
+#ifdef DETFORGE_HAVE_CUDNN_FRONTEND
+namespace fe = cudnn_frontend;
+
+namespace {
+
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+class FrontendConv : public FusedConv {
+ public:
+  fe::graph::Graph graph;
+  TensorPtr X, W, B, R, Y;
+  int64_t ws = 0;
+  cudnnHandle_t h = nullptr;
+
+  size_t workspace_bytes() const override { return static_cast<size_t>(ws); }
+  void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* wsp,
+           cudaStream_t s) const override {
+    std::unordered_map<int64_t, void*> pack = {{X->get_uid(), const_cast<void*>(x)},
+                                               {W->get_uid(), const_cast<void*>(w)},
+                                               {Y->get_uid(), y}};
+    if (B) pack[B->get_uid()] = const_cast<void*>(bias);
+    if (R) pack[R->get_uid()] = const_cast<void*>(residual);
+    if (cudnnSetStream(h, s) != CUDNN_STATUS_SUCCESS) throw Error("cudnnSetStream failed");
+    auto st = graph.execute(h, pack, wsp);
+    if (!st.is_good()) throw Error("cuDNN graph execute failed: " + st.get_message());
+  }
+};
+
+TensorPtr nhwc(fe::graph::Graph& g, const char* name, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_dim({n, c, h, w})
+                      .set_stride({c * h * w, 1, c * w, c})
+                      .set_data_type(fe::DataType_t::HALF));
+}
+
+}  // namespace
+
+std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, bool has_bias, bool has_residual,
+                                           graph::Act act, size_t ws_limit, std::string* why) {
+  if (act != graph::Act::none && act != graph::Act::relu && act != graph::Act::silu) {
+    *why = "activation not fusable";
+    return nullptr;
+  }
+  auto c = std::make_unique<FrontendConv>();
+  c->h = h;
+  auto& g = c->graph;
+  g.set_io_data_type(fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  c->X = nhwc(g, "x", s.B, s.Ci, s.H, s.W);
+  c->W = nhwc(g, "w", s.Co, s.Ci, s.kh, s.kw);
+  auto attr = fe::graph::Conv_fprop_attributes()
+                  .set_padding({s.pad, s.pad})
+                  .set_stride({s.stride, s.stride})
+                  .set_dilation({1, 1});
+  TensorPtr t = g.conv_fprop(c->X, c->W, attr);
+  t->set_data_type(fe::DataType_t::FLOAT);
+  auto add = [&](TensorPtr a, TensorPtr b) {
+    auto o = g.pointwise(a, b, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD));
+    o->set_data_type(fe::DataType_t::FLOAT);
+    return o;
+  };
+  if (has_bias) {
+    c->B = g.tensor(fe::graph::Tensor_attributes()
+                        .set_name("b")
+                        .set_dim({1, s.Co, 1, 1})
+                        .set_stride({s.Co, 1, s.Co, s.Co})
+                        .set_data_type(fe::DataType_t::HALF));
+    t = add(t, c->B);
+  }
+  if (has_residual) {
+    c->R = nhwc(g, "r", s.B, s.Co, s.Ho, s.Wo);
+    t = add(t, c->R);
+  }
+  if (act != graph::Act::none) {
+    auto mode = act == graph::Act::relu ? fe::PointwiseMode_t::RELU_FWD : fe::PointwiseMode_t::SWISH_FWD;
+    t = g.pointwise(t, fe::graph::Pointwise_attributes().set_mode(mode));
+  }
+  if (!has_bias && !has_residual && act == graph::Act::none) {
+    *why = "nothing to fuse";
+    return nullptr;
+  }
+  t->set_output(true).set_data_type(fe::DataType_t::HALF);
+  c->Y = t;
+  auto ok = [&](fe::error_t e, const char* step) {
+    if (e.is_good()) return true;
+    *why = std::string(step) + ": " + e.get_message();
+    return false;
+  };
+  if (!ok(g.validate(), "validate") || !ok(g.build_operation_graph(h), "build_operation_graph") ||
+      !ok(g.create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans") ||
+      !ok(g.check_support(), "check_support") || !ok(g.build_plans(), "build_plans"))
+    return nullptr;
+  if (!ok(g.get_workspace_size(c->ws), "get_workspace_size")) return nullptr;
+  if (static_cast<size_t>(c->ws) > ws_limit) {
+    *why = "workspace " + std::to_string(c->ws) + " bytes above the limit";
+    return nullptr;
+  }
+  return c;
+}
+
+#else
+
+std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t, const ConvShape&, bool, bool, graph::Act, size_t,
+                                           std::string* why) {
+  *why = "built without the cuDNN frontend headers (DETFORGE_CUDNN_FRONTEND_INCLUDE)";
+  return nullptr;
+}
+
+#endif
+
+}  // namespace detforge::cuda

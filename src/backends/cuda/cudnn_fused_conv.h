@@ -1,0 +1,30 @@
+// fp16 NHWC convolution with its epilogue fused through the cuDNN 9 graph API (header-only
+// cudnn-frontend): y = act(conv(x, w) + b (+ residual)), act in {none, relu, silu}. Built only
+// when CMake found the frontend headers (DETFORGE_CUDNN_FRONTEND_INCLUDE); otherwise, or when
+// cuDNN has no engine for the pattern, the engine falls back to CudnnConv + bias_act.
+// fp32 stays on the legacy path: its FMA-only math type is the guarantee of "no TF32".
+#pragma once
+#include <cudnn.h>
+
+#include <memory>
+#include <string>
+
+#include "backends/cuda/cudnn_conv.h"
+#include "graph/ir.h"
+
+namespace detforge::cuda {
+
+class FusedConv {
+ public:
+  virtual ~FusedConv() = default;
+  virtual size_t workspace_bytes() const = 0;
+  virtual void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
+                   cudaStream_t s) const = 0;
+};
+
+// nullptr when unavailable (no frontend, unsupported pattern, or workspace above ws_limit);
+// `why` then says so.
+std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, bool has_bias, bool has_residual,
+                                           graph::Act act, size_t ws_limit, std::string* why);
+
+}  // namespace detforge::cuda
