@@ -1,7 +1,6 @@
 // load_image / decode_image / save_png: the public face of image I/O (include/detforge/image.h).
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <string_view>
 
 #include "core/atomic_file.h"
@@ -34,10 +33,13 @@ ImageU8 decode_image(const unsigned char* data, size_t size, const std::string& 
 ImageU8 load_image(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) codec::fail(path, "is a directory");
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) codec::fail(path, std::filesystem::exists(path, ec) ? "permission denied" : "no such file");
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) codec::fail(path, "I/O error while reading");
+  const std::streamoff size = f.tellg();
+  if (size < 0) codec::fail(path, "cannot tell its size");
+  std::vector<unsigned char> bytes(static_cast<size_t>(size));
+  f.seekg(0);
+  if (size > 0 && !f.read(reinterpret_cast<char*>(bytes.data()), size)) codec::fail(path, "I/O error while reading");
   return decode_image(bytes.data(), bytes.size(), path);
 }
 
