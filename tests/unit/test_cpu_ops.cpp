@@ -166,6 +166,23 @@ TEST(CpuConcat, TokensAxis0AndChannelsAxis2) {
   expect_close(out[1].data, w2, 0, 0, "concat axis 2");
 }
 
+TEST(CpuConcat, LargeRowBlocksSplitIntoChunks) {
+  std::mt19937 rng(12);
+  auto a = rnd(size_t(2) * 300 * 100, rng), b = rnd(size_t(2) * 201 * 100, rng);
+  Net n;
+  TensorId ta = n.input("a", {300, 100}), tb = n.input("b", {201, 100});
+  TensorId t = n.act("rows", {501, 100});
+  n.op(OpKind::concat, "memory", {ta, tb}, {t}, {{"axis", 0}});
+  n.output(t);
+  auto out = run_graph(n.g, {a, b}, 2);
+  std::vector<double> w;
+  for (int bi = 0; bi < 2; ++bi) {
+    w.insert(w.end(), a.begin() + bi * 30000, a.begin() + (bi + 1) * 30000);
+    w.insert(w.end(), b.begin() + bi * 20100, b.begin() + (bi + 1) * 20100);
+  }
+  expect_close(out[0].data, w, 0, 0, "concat large axis 0");
+}
+
 TEST(CpuElementwise, AddBroadcastConstantMulRowsAndActivations) {
   const int L = 6, C = 10, batch = 3;
   std::mt19937 rng(10);

@@ -49,8 +49,15 @@ class ConcatStep final : public Step {
       for (size_t i = 0; i < inputs_.size(); ++i) {
         const float* x = c.f(inputs_[i], bi);
         const int64_t n = inner_[i], on = out_inner_, o0 = col;
-#pragma omp parallel for schedule(static) if (outer_ > 1)
-        for (int64_t o = 0; o < outer_; ++o) std::copy(x + o * n, x + o * n + n, y + o * on + o0);
+        if (outer_ == 1) {  // one block (token rows): split it into 64 KiB chunks across threads
+          const int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (nchunks > 1)
+          for (int64_t k = 0; k < nchunks; ++k)
+            std::copy(x + k * chunk, x + std::min(n, (k + 1) * chunk), y + o0 + k * chunk);
+        } else {
+#pragma omp parallel for schedule(static)
+          for (int64_t o = 0; o < outer_; ++o) std::copy(x + o * n, x + o * n + n, y + o * on + o0);
+        }
         col += n;
       }
     }
