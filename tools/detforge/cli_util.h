@@ -1,5 +1,7 @@
 // Small helpers shared by the CLI commands.
 #pragma once
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -20,5 +22,11 @@ inline nlohmann::json detections_json(const Detections& d) {
 
 // Progress lines go to stderr so that stdout stays machine-readable.
 inline void note(const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); }
+
+// Stage messages of a long command, for a person watching a terminal only: when stderr is a
+// file or a pipe, a failure stays exactly one "error: ..." line.
+inline void progress(const std::string& s) {
+  if (::isatty(2)) note(s);
+}
 
 }  // namespace detforge::cli

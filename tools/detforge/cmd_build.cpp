@@ -15,7 +15,7 @@ void register_build_command(CLI::App& app) {
   cmd->add_option("--precision", opt->precision, "fp32 | fp16 (default precision of the engine)")->capture_default_str();
   cmd->add_option("--revision", opt->revision, "hub revision: commit hash or ref (default main)");
   cmd->callback([opt]() {
-    auto rep = rt_detr_v2::build_bundle(*opt, [](const std::string& s) { note("build: " + s); });
+    auto rep = rt_detr_v2::build_bundle(*opt, [](const std::string& s) { progress("build: " + s); });
     std::printf("built %s: %d ops (from %d; %d BatchNorms folded, %d residual adds and %d activations fused, "
                 "%d adds fused into LayerNorm, %d dead ops removed), %.1f MiB in %.1f s\n",
                 opt->output.c_str(), rep.ops_after, rep.ops_before, rep.passes.folded_batch_norms,
