@@ -1,10 +1,11 @@
 // Multi-head attention core: per head h (channels h*d..h*d+d-1),
 //   out_h = softmax(scale * q_h k_h^T) v_h,  softmax max-subtracted in fp32.
 // All three stages run on oneDNN: batched matmul over heads (with `scale` as its output scale),
-// softmax over keys in place, batched matmul with V. Measured on r18vd, single thread: an own
-// SSE loop took 86 ms of an 830 ms forward; with the matmuls on oneDNN but a scalar std::exp
-// softmax still ~50 ms (3.4 M exps per forward are not vectorised without -ffast-math), so the
-// softmax moved to oneDNN's vectorised one too. Q, K, V are first packed head-major ([H,L,d],
+// softmax over keys in place, batched matmul with V. Measured on r18vd, one thread on a shared
+// (loaded) 2-core box: an own SSE loop took 86 ms of an 830 ms forward; with the matmuls on
+// oneDNN but a scalar std::exp softmax still ~50 ms (3.4 M exps per forward are not vectorised
+// without -ffast-math), so the softmax moved to oneDNN's vectorised one: 13 ms there, and
+// 2.4 ms of a 157 ms forward on 2 threads of a quieter box. Q, K, V are first packed head-major ([H,L,d],
 // [H,S,d], [H,S,d]) so both products see dense operands: K^T is the same buffer read with
 // transposed strides (format acb), which oneDNN's GEMM takes as is.
 #include <algorithm>
