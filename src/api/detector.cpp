@@ -37,7 +37,9 @@ class RtDetrDetector : public Detector {
     EngineOptions eo;
     eo.max_batch = opt.max_batch;
     eo.threads = opt.threads;
-    eo.precision = opt.precision.empty() ? precision_ : opt.precision;
+    // The bundle's precision is the default where the backend has it; the CPU runs fp32 only,
+    // so an fp16 bundle (fp16-stored matrices, widened at load) runs there in fp32.
+    eo.precision = !opt.precision.empty() ? opt.precision : opt.backend == "cpu" ? "" : precision_;
     eo.check_finite = opt.check_finite;
     engine_ = make_engine(opt.backend, g, eo);
     pixels_.resize(static_cast<size_t>(opt.max_batch) * pre_.height * pre_.width * 3);

@@ -100,7 +100,9 @@ void register_bench_command(CLI::App& app) {
     EngineOptions eo;
     eo.max_batch = a->batch;
     eo.threads = a->threads;
-    eo.precision = a->precision.empty() ? lb.header.value("precision", "fp32") : a->precision;
+    eo.precision = !a->precision.empty()  ? a->precision
+                   : a->backend == "cpu"   ? "fp32"
+                                           : lb.header.value("precision", "fp32");
     note("bench: compiling engine (" + a->backend + ", " + eo.precision + ", batch " + std::to_string(a->batch) + ")");
     auto engine = make_engine(a->backend, lb.graph, eo);
     std::vector<float> pixels(static_cast<size_t>(a->batch) * in[0] * in[1] * in[2], 0.5f);
