@@ -21,7 +21,7 @@ std::string kernel_group(const std::string& n) {
   // Our own kernels first (names from backends/cuda/kernels/*.cu).
   if (has("layer_norm")) return "normalization";
   if (has("ms_deform_attn")) return "deformable_sampling";
-  if (has("attention_k") || has("fmha") || has("flash")) return "attention";
+  if (has("attention") || has("fmha") || has("flash")) return "attention";
   if (has("quant") || has("fp8") || has("e4m3")) return "quantize";
   if (has("bias_act") || has("add_act") || has("mul_rows") || has("box_refine") || has("upsample") ||
       has("pool_k") || has("concat") || has("gather_rows") || has("topk_rows") || has("_f32_k") ||

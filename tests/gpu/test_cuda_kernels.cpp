@@ -145,13 +145,19 @@ TEST_P(CudaKernel, MsDeformAttnMatchesHostLoop) {
 }
 
 TEST_P(CudaKernel, TopkRowsSortsByRowMaxWithLowerIndexFirstOnTies) {
-  const int B = 3, L = 8400, N = 8, k = 300;
+  const int B = 3, L = 8400, N = 8;
   auto s = random_vec((size_t)B * L * N, -8, 4, 12);
   // Ties: 40 identical rows in image 1, holding a value that ranks inside the top k.
   for (int r = 100; r < 140; ++r)
     for (int c = 0; c < N; ++c) s[((size_t)1 * L + r) * N + c] = c == 3 ? 3.99f : -9.f;
+  // Image 2: the k-th value falls inside 8300 ties (as when invalid anchors share one score):
+  // 100 rows at 3, all others at 2; the lowest-index ties must be taken.
+  for (int r = 0; r < L; ++r)
+    for (int c = 0; c < N; ++c) s[((size_t)2 * L + r) * N + c] = c == 0 ? (r >= 5000 && r < 5100 ? 3.f : 2.f) : -9.f;
   s = quantize(s, half());  // the reference sees the values the device stores (fp16 adds ties)
   DevBuf ds(s, half());
+  for (int k : {300, 1500}) {  // radix selection, and the full-sort path above 1024
+  SCOPED_TRACE("k " + std::to_string(k));
   int32_t* didx = nullptr;
   ASSERT_EQ(cudaMalloc(&didx, sizeof(int32_t) * B * k), cudaSuccess);
   cuda::topk_rows(ds.get(), didx, B, L, N, k, half(), nullptr);
@@ -165,6 +171,7 @@ TEST_P(CudaKernel, TopkRowsSortsByRowMaxWithLowerIndexFirstOnTies) {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return m[a] > m[c]; });
     for (int i = 0; i < k; ++i) ASSERT_EQ(got[b * k + i], order[i]) << "image " << b << " rank " << i;
+  }
   }
 }
 

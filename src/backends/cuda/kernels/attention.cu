@@ -54,15 +54,20 @@ __global__ void attention_k(const T* q, const T* k, const T* v, T* o, int L, int
   }
 }
 
-constexpr int kFastWarps = 8, kFastQueries = 64;
+constexpr int kFastWarps = 8, kFastQueries = 16;
 
+// v2 of the fast path. v1 (64 queries per block, one dependent FMA chain per key) ran 0.45 ms of
+// a 1.63 ms fp16 batch-1 forward on the H200: 56 blocks for 132 SMs and every score a chain of
+// 32 dependent shared-memory loads. Now 16 queries per block (4x the blocks) and each lane
+// scores 4 keys at once (4 independent chains sharing one broadcast load of q).
 template <class T>
 __global__ void attention_smem_k(const T* q, const T* k, const T* v, T* o, int L, int S, int C, int heads,
                                  float scale) {
   extern __shared__ float sm[];
   const int d = C / heads;
+  const int kst = d + 1;               // padded K row: lanes on different rows hit different banks
   float* Ks = sm;                      // S x (d+1)
-  float* Vs = Ks + S * (d + 1);        // S x d
+  float* Vs = Ks + S * kst;            // S x d
   float* Ps = Vs + S * d;              // warps x S
   float* Qs = Ps + kFastWarps * S;     // warps x d
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -71,7 +76,7 @@ __global__ void attention_smem_k(const T* q, const T* k, const T* v, T* o, int L
   const T* vb = v + (int64_t)b * S * C + h * d;
   for (int idx = threadIdx.x; idx < S * d; idx += blockDim.x) {
     const int j = idx / d, c = idx % d;
-    Ks[j * (d + 1) + c] = ld(kb, (int64_t)j * C + c);
+    Ks[j * kst + c] = ld(kb, (int64_t)j * C + c);
     Vs[j * d + c] = ld(vb, (int64_t)j * C + c);
   }
   __syncthreads();
@@ -83,12 +88,22 @@ __global__ void attention_smem_k(const T* q, const T* k, const T* v, T* o, int L
     if (lane < d) Qw[lane] = ld(qr, lane) * scale;
     __syncwarp();
     float mx = -INFINITY;
-    for (int j = lane; j < S; j += 32) {
-      const float* kr = Ks + j * (d + 1);
-      float acc = 0.f;
-      for (int c = 0; c < d; ++c) acc += Qw[c] * kr[c];
-      P[j] = acc;
-      mx = fmaxf(mx, acc);
+    for (int jb = 0; jb < S; jb += 128) {
+      int j[4];
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) j[u] = min(jb + lane + 32 * u, S - 1);  // clamp: extra rows are discarded
+      for (int c = 0; c < d; ++c) {
+        const float qc = Qw[c];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) acc[u] += qc * Ks[j[u] * kst + c];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (jb + lane + 32 * u < S) {
+          P[jb + lane + 32 * u] = acc[u];
+          mx = fmaxf(mx, acc[u]);
+        }
     }
     mx = warp_max(mx);
     float sum = 0.f;
