@@ -56,7 +56,7 @@ nlohmann::json nvml_clocks(int device) {
 
 }  // namespace
 
-nlohmann::json capture_environment(int device) {
+nlohmann::json capture_environment([[maybe_unused]] int device) {
   nlohmann::json env;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
