@@ -1,13 +1,16 @@
-// detforge bench model.bundle [--backend cpu|cuda] [--batch N] [--warmup W] [--iters N] [--json FILE]
-// Engine time: Engine::run on preprocessed pixels (host to host). End-to-end: Detector::detect_batch
-// from decoded images to detections (preprocess + run + post-process). Reports p50/p95/min and a
-// stability verdict: the medians of the first and second half of the samples differ by <= 5 %.
-#include <algorithm>
-#include <chrono>
+// detforge bench model.bundle [--backend cpu|cuda] [--batch N] [--precision P] [--warmup W]
+//                [--iters N] [--profile] [--json FILE]
+// Engine time: on CUDA, CUDA events around the captured graph launch alone; on the CPU, the host
+// clock around Engine::run (src/bench/engine_bench). End-to-end: Detector::detect_batch from
+// decoded 640x480 images to detections (preprocess + upload + run + download + post-process).
+// Stability rule: the medians of the first and second half of the timed runs differ by <= 5 %.
 #include <memory>
-#include <thread>
 
 #include "backends/engine.h"
+#include "bench/engine_bench.h"
+#include "bench/environment.h"
+#include "bench/kernel_profile.h"
+#include "bench/latency.h"
 #include "core/atomic_file.h"
 #include "detforge/detector.h"
 #include "io/bundle_graph.h"
@@ -21,52 +24,10 @@ namespace {
 struct BenchArgs {
   std::string bundle, backend = "cpu", json_out, precision;
   int batch = 1, warmup = 5, iters = 30, threads = 0;
+  bool profile = false;
 };
 
-struct Stats {
-  double p50 = 0, p95 = 0, min = 0, mean = 0, half_change = 0;
-  bool stable = false;
-};
-
-double pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  double pos = q * (v.size() - 1);
-  size_t i = static_cast<size_t>(pos);
-  double f = pos - i;
-  return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
-}
-
-Stats stats_of(const std::vector<double>& ms) {
-  Stats s;
-  s.p50 = pct(ms, 0.5);
-  s.p95 = pct(ms, 0.95);
-  s.min = *std::min_element(ms.begin(), ms.end());
-  for (double x : ms) s.mean += x / ms.size();
-  size_t h = ms.size() / 2;
-  double a = pct({ms.begin(), ms.begin() + h}, 0.5), b = pct({ms.begin() + h, ms.end()}, 0.5);
-  s.half_change = std::fabs(b - a) / std::max(1e-12, std::min(a, b));
-  s.stable = s.half_change <= 0.05;
-  return s;
-}
-
-nlohmann::json stats_json(const Stats& s) {
-  return {{"p50", s.p50}, {"p95", s.p95}, {"min", s.min}, {"mean", s.mean}, {"half_to_half_change", s.half_change},
-          {"stable", s.stable}};
-}
-
-template <class F>
-std::vector<double> time_ms(int warmup, int iters, F&& f) {
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> out;
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    out.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return out;
-}
-
-// A deterministic textured image of the model's aspect (content does not change the cost).
+// A deterministic textured image (content does not change the cost).
 ImageU8 bench_image(int w, int h) {
   ImageU8 im;
   im.width = w;
@@ -78,6 +39,11 @@ ImageU8 bench_image(int w, int h) {
     v = static_cast<uint8_t>(x >> 24);
   }
   return im;
+}
+
+void print_stats(const char* what, const bench::LatencyStats& s) {
+  std::printf("%-7s p50 %8.3f ms  p95 %8.3f ms  min %8.3f ms  %s\n", what, s.p50, s.p95, s.min,
+              s.stable ? "stable" : "UNSTABLE (half-to-half median change > 5%)");
 }
 
 }  // namespace
@@ -92,6 +58,7 @@ void register_bench_command(CLI::App& app) {
   cmd->add_option("--iters", a->iters, "timed runs")->capture_default_str()->check(CLI::Range(2, 1000000));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--precision", a->precision, "override the bundle's precision (fp32 | fp16)");
+  cmd->add_flag("--profile", a->profile, "CUDA: kernel count and time per kernel group (CUPTI)");
   cmd->add_option("--json", a->json_out, "write the result as JSON");
   cmd->callback([a]() {
     if (!a->json_out.empty()) check_output_path(a->json_out);
@@ -100,36 +67,55 @@ void register_bench_command(CLI::App& app) {
     EngineOptions eo;
     eo.max_batch = a->batch;
     eo.threads = a->threads;
-    eo.precision = !a->precision.empty()  ? a->precision
-                   : a->backend == "cpu"   ? "fp32"
-                                           : lb.header.value("precision", "fp32");
+    eo.precision = !a->precision.empty() ? a->precision
+                   : a->backend == "cpu" ? "fp32"
+                                         : lb.header.value("precision", "fp32");
     note("bench: compiling engine (" + a->backend + ", " + eo.precision + ", batch " + std::to_string(a->batch) + ")");
     auto engine = make_engine(a->backend, lb.graph, eo);
-    std::vector<float> pixels(static_cast<size_t>(a->batch) * in[0] * in[1] * in[2], 0.5f);
-    auto engine_ms = stats_of(time_ms(a->warmup, a->iters, [&] { engine->run(pixels.data(), a->batch); }));
+    std::vector<float> pixels(static_cast<size_t>(a->batch) * in[0] * in[1] * in[2]);
+    uint32_t x = 7;
+    for (auto& v : pixels) {
+      x = x * 1664525u + 1013904223u;
+      v = static_cast<float>(x >> 24) / 255.f;
+    }
+    auto eng = bench::bench_engine(*engine, pixels.data(), a->batch, a->warmup, a->iters);
+    nlohmann::json out = {{"bundle", a->bundle}, {"backend", a->backend}, {"precision", eo.precision},
+                          {"batch", a->batch}, {"warmup", a->warmup}, {"iters", a->iters}};
+    out["engine"] = bench::to_json(eng);
+    out["engine_ms"] = bench::to_json(eng.engine);
+    out["images_per_s"] = eng.images_per_s;
+    out["engine_ms_p50"] = eng.engine.p50;
+    out["engine_ms_p95"] = eng.engine.p95;
+    if (a->profile) {
+      auto prof = bench::cuda_profile_forward(*engine, a->batch);
+      out["profile"] = bench::to_json(prof);
+      if (prof.available) out["kernels_per_forward"] = prof.kernels_per_forward;
+      if (prof.available) {
+        std::printf("profile: %.0f kernels per forward, %.3f ms GPU time\n", prof.kernels_per_forward,
+                    prof.gpu_ms_per_forward);
+        for (auto& [g, ms] : prof.group_ms)
+          std::printf("  %-20s %8.3f ms  %5.0f kernels\n", g.c_str(), ms, prof.group_count[g]);
+      } else {
+        std::printf("profile: unavailable (%s)\n", prof.why.c_str());
+      }
+    }
     engine.reset();
 
     DetectorOptions dopt;
     dopt.backend = a->backend;
     dopt.max_batch = a->batch;
     dopt.threads = a->threads;
-    dopt.precision = eo.precision;
+    dopt.precision = a->precision;
     auto det = Detector::load(a->bundle, dopt);
     std::vector<ImageU8> images(a->batch, bench_image(640, 480));
-    auto e2e_ms = stats_of(time_ms(a->warmup, a->iters, [&] { det->detect_batch(images, 0.5f); }));
-
-    nlohmann::json out = {
-        {"bundle", a->bundle}, {"backend", a->backend}, {"precision", eo.precision}, {"batch", a->batch},
-        {"warmup", a->warmup}, {"iters", a->iters},
-        {"threads", a->threads > 0 ? a->threads : static_cast<int>(std::thread::hardware_concurrency())},
-        {"engine_ms", stats_json(engine_ms)}, {"e2e_ms", stats_json(e2e_ms)},
-        {"images_per_s", 1000.0 * a->batch / engine_ms.p50},
-        {"stability_rule", "medians of the first and second half of the timed runs differ by <= 5%"}};
-    std::printf("engine  p50 %8.3f ms  p95 %8.3f ms  min %8.3f ms  %s\n", engine_ms.p50, engine_ms.p95, engine_ms.min,
-                engine_ms.stable ? "stable" : "UNSTABLE (half-to-half median change > 5%)");
-    std::printf("e2e     p50 %8.3f ms  p95 %8.3f ms  min %8.3f ms  %s\n", e2e_ms.p50, e2e_ms.p95, e2e_ms.min,
-                e2e_ms.stable ? "stable" : "UNSTABLE (half-to-half median change > 5%)");
-    std::printf("images/s (engine) %.1f\n", 1000.0 * a->batch / engine_ms.p50);
+    auto e2e = bench::summarize(bench::time_host([&] { det->detect_batch(images, 0.5f); }, a->warmup, a->iters));
+    out["e2e_ms"] = bench::to_json(e2e);
+    out["e2e_ms_p50"] = e2e.p50;
+    out["stability_rule"] = "medians of the first and second half of the timed runs differ by <= 5%";
+    out["env"] = bench::capture_environment();
+    print_stats("engine", eng.engine);
+    print_stats("e2e", e2e);
+    std::printf("images/s (engine) %.1f\n", eng.images_per_s);
     if (!a->json_out.empty()) write_file_atomically(a->json_out, out.dump(2) + "\n");
   });
 }
