@@ -12,27 +12,26 @@
 //    a pass whose size does not change is skipped.
 #include "io/image_resize.h"
 
+#include "io/image_resize_coeffs.h"
+
 #include <cmath>
 #include <vector>
 
 namespace detforge {
 namespace {
 
-constexpr int kPrecisionBits = 32 - 8 - 2;
-
-struct Taps {
-  int ksize = 0;                // weights per output index (stride of `weights`)
-  std::vector<int> first, count;
-  std::vector<int32_t> weights;  // fixed point, ksize per output index
-};
+constexpr int kPrecisionBits = kPilPrecisionBits;
+using Taps = PilTaps;  // ksize weights per output index, fixed point
 
 double triangle(double x) {
   if (x < 0.0) x = -x;
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+}  // namespace
+
 // fp-contract off: a fused multiply-add would change the double rounding Pillow gets.
-__attribute__((optimize("fp-contract=off"))) Taps make_taps(int in_size, int out_size) {
+__attribute__((optimize("fp-contract=off"))) PilTaps pil_bilinear_taps(int in_size, int out_size) {
   Taps t;
   const double scale = double(in_size) / out_size;
   const double filterscale = scale < 1.0 ? 1.0 : scale;
@@ -65,6 +64,14 @@ __attribute__((optimize("fp-contract=off"))) Taps make_taps(int in_size, int out
   }
   return t;
 }
+
+bool pil_vertical_first(int in_w, int in_h, int out_w, int out_h) {
+  return out_h < in_h && (in_h - out_h) > 2 * (in_w - out_w);
+}
+
+namespace {
+
+Taps make_taps(int in_size, int out_size) { return pil_bilinear_taps(in_size, out_size); }
 
 inline uint8_t clip8(int32_t acc) {
   const int32_t v = acc >> kPrecisionBits;
@@ -128,7 +135,7 @@ ImageU8 resize_bilinear_pil(const ImageU8& img, int out_w, int out_h) {
   // 13.0.0 by comparing its output with both orders on 735 random and tied size pairs from four
   // source sizes (0 mismatches; ties go horizontal first); with the old order, 640x480 ->
   // 1000x50 differs from Pillow 13.0.0 in 21,013 bytes by 1.
-  const bool vertical_first = out_h < img.height && (img.height - out_h) > 2 * (img.width - out_w);
+  const bool vertical_first = pil_vertical_first(img.width, img.height, out_w, out_h);
   if (vertical_first) {
     const Taps vt = make_taps(img.height, out_h);
     std::vector<uint8_t> tmp(size_t(img.width) * out_h * 3);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/image_input.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/memory_plan.h"
 #include "core/half.h"
@@ -126,6 +127,7 @@ CudaEngine::~CudaEngine() {
   for (auto& p : plans_)
     if (p && p->exec) cudaGraphExecDestroy(p->exec);
   plans_.clear();
+  image_input_.reset();
   for (auto* p : d_out32_) cudaFree(p);
   for (auto* p : h_out_) cudaFreeHost(p);
   cudaFree(d_in32_);
@@ -359,6 +361,30 @@ std::vector<HostTensor> CudaEngine::run(const float* pixels, int batch) {
   enqueue(pixels, batch);
   return wait();
 }
+
+// --- GPU preprocessing (gpu-preprocess) ---
+std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec) {
+  if (pending_batch_) throw Error("cuda backend: run_images() while a forward is in flight; call wait() first");
+  const auto& in = g_.tensor(g_.inputs[0]).shape;
+  if (in.size() != 3 || in[0] != spec.height || in[1] != spec.width || in[2] != 3) {
+    std::string s;
+    for (auto d : in) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    throw Error("cuda backend: run_images: image input size " + std::to_string(spec.width) + "x" +
+                std::to_string(spec.height) + " does not match the graph input [" + s + "]");
+  }
+  prepare(batch);  // checks batch against max_batch
+  if (!image_input_) image_input_ = std::make_unique<ImageInput>();
+  image_input_->enqueue(images, batch, spec, d_in32_, stream_);
+  if (check_finite_) {  // as enqueue()
+    first_nonfinite_.clear();
+    forward(plan(batch), batch, true);
+  } else {
+    launch(batch);
+  }
+  queue_download(batch);
+  return wait();
+}
+// --- end GPU preprocessing ---
 
 std::vector<HostTensor> CudaEngine::run_eager(const float* pixels, int batch) {
   BatchPlan& p = plan(batch);

@@ -16,8 +16,11 @@
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/cudnn_fused_conv.h"
 #include "backends/engine.h"
+#include "backends/image_input_spec.h"
 
 namespace detforge::cuda {
+
+class ImageInput;  // image_input.h
 
 class CudaEngine : public Engine {
  public:
@@ -33,6 +36,16 @@ class CudaEngine : public Engine {
   // download on the engine's stream; wait() blocks and returns the outputs. One in flight.
   void enqueue(const float* pixels, int batch);
   std::vector<HostTensor> wait();
+
+  // --- GPU preprocessing (gpu-preprocess; image_input.h) ---
+  // Like run(), from decoded images: each is uploaded as uint8 RGB, resized on the device with
+  // the bytes of resize_bilinear_pil (Pillow 13) and rescaled/normalized as spec says into the
+  // graph input, then the same captured graph runs. Outputs equal run() on pixels preprocessed
+  // on the host with the same spec, bit for bit. spec.height/width must equal the graph input
+  // [H, W, 3]; images may differ in size; batch 1..max_batch(). Images over
+  // ImageInput::kMaxDevicePixels are resized on the host (same bytes). Synchronous.
+  std::vector<HostTensor> run_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec);
+  // --- end GPU preprocessing ---
 
   // Bench hooks. prepare() builds the plan for `batch` and captures its graph (run() does this
   // on first use). launch() queues the forward alone (graph launch, no copies).
@@ -109,6 +122,7 @@ class CudaEngine : public Engine {
   // built plan (runtime-fusion engines compile with NVRTC when built; each one costs time).
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   int pending_batch_ = 0;
+  std::unique_ptr<ImageInput> image_input_;  // gpu-preprocess: created by the first run_images()
 };
 
 }  // namespace detforge::cuda
