@@ -17,6 +17,7 @@
 #include "backends/cuda/cudnn_fused_conv.h"
 #include "backends/engine.h"
 #include "backends/image_input_spec.h"
+#include "detforge/types.h"
 
 namespace detforge::cuda {
 
