@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -52,22 +53,18 @@ rt_detr_v2::PreprocessConfig to_cfg(const ImageInputSpec& s) {
   return c;
 }
 
-// Device preprocessing of a batch, downloaded.
+// Device preprocessing of a batch, downloaded. The output starts as NaN (DevBuf's poison), so
+// an unwritten pixel cannot match.
 std::vector<float> gpu_preprocess(cuda::ImageInput& in, const std::vector<const ImageU8*>& ims,
                                   const ImageInputSpec& spec) {
-  const size_t n = size_t(spec.width) * spec.height * 3 * ims.size();
-  float* d = nullptr;
-  EXPECT_EQ(cudaMalloc(&d, n * sizeof(float)), cudaSuccess);
-  cudaMemset(d, 0xff, n * sizeof(float));  // NaN poison: unwritten pixels cannot match
-  cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  in.enqueue(ims.data(), static_cast<int>(ims.size()), spec, d, s);
-  std::vector<float> out(n);
-  EXPECT_EQ(cudaMemcpyAsync(out.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+  DevBuf out(size_t(spec.width) * spec.height * 3 * ims.size(), false);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the poison memset ran on the legacy stream
+  cudaStream_t s = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  std::unique_ptr<CUstream_st, decltype(&cudaStreamDestroy)> own(s, &cudaStreamDestroy);
+  in.enqueue(ims.data(), static_cast<int>(ims.size()), spec, static_cast<float*>(out.get()), s);
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  cudaStreamDestroy(s);
-  cudaFree(d);
-  return out;
+  return out.download();
 }
 
 std::vector<float> cpu_preprocess(const ImageU8& im, const ImageInputSpec& spec) {
