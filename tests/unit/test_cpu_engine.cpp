@@ -2,7 +2,7 @@
 // refusal of unfolded batch_norm, and the planner itself.
 #include <algorithm>
 
-#include "backends/cpu/memory_plan.h"
+#include "graph/memory_plan.h"
 #include "test_cpu_common.h"
 
 namespace detforge::cputest {
@@ -163,15 +163,15 @@ TEST(CpuEngine, RefusesLowPrecisionAndMissingWeights) {
 
 TEST(CpuMemoryPlan, OverlappingLifetimesNeverShareBytes) {
   std::mt19937 rng(25);
-  std::vector<cpu::BufferRequest> reqs;
+  std::vector<graph::BufferRequest> reqs;
   for (int i = 0; i < 200; ++i) {
-    cpu::BufferRequest r;
+    graph::BufferRequest r;
     r.first = int(rng() % 100);
     r.last = r.first + int(rng() % 15);
     r.bytes = 1 + rng() % 5000;
     reqs.push_back(r);
   }
-  auto plan = cpu::plan_memory(reqs, 64);
+  auto plan = graph::plan_memory(reqs, 64);
   size_t sum = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(plan.offsets[i] % 64, 0u);

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "backends/cpu/memory_plan.h"
+#include "graph/memory_plan.h"
 
 namespace detforge::cpu {
 namespace {
@@ -108,14 +108,14 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
       if (root[id] == id) first[id] = i;
   }
   for (TensorId id : g.outputs) last[root[id]] = nops;
-  std::vector<BufferRequest> reqs;
+  std::vector<graph::BufferRequest> reqs;
   std::vector<TensorId> req_id;
   for (size_t i = 0; i < nt; ++i) {
     const auto& t = g.tensors[i];
     if (t.is_const || root[i] != static_cast<TensorId>(i) || is_input[i] || first[i] < 0) continue;
     if (t.dtype != graph::DType::i32 && graph::dtype_size(t.dtype) > 4)
       throw Error("CPU backend: tensor " + t.name + " has an unsupported dtype");
-    BufferRequest r;
+    graph::BufferRequest r;
     r.bytes = static_cast<size_t>(t.numel()) * 4 * static_cast<size_t>(max_batch_);
     r.first = first[i];
     r.last = std::max(last[i], first[i]);
@@ -123,7 +123,7 @@ CpuEngine::CpuEngine(const graph::Graph& g, const EngineOptions& opt)
     req_id.push_back(static_cast<TensorId>(i));
     unshared_bytes_ += (r.bytes + 63) / 64 * 64;
   }
-  const MemoryPlan plan = plan_memory(reqs, 64);
+  const graph::MemoryPlan plan = graph::plan_memory(reqs, 64);
   arena_bytes_ = plan.total_bytes;
   arena_ = static_cast<float*>(aligned_bytes(arena_bytes_));
 
