@@ -1,5 +1,7 @@
 #include "backends/cpu/dnnl_util.h"
 
+#include <algorithm>
+
 namespace detforge::cpu {
 
 dnnl::primitive_attr make_epilogue_attr(graph::Act act, const dnnl::memory::desc* residual_md) {
@@ -46,6 +48,42 @@ void DnnlCall::execute(const ExecCtx& c) {
   dnnl_status_t st = dnnl_primitive_execute(prim_.get(), c.stream->get(), static_cast<int>(args_.size()), args_.data());
   if (st == dnnl_success) st = dnnl_stream_wait(c.stream->get());
   if (st != dnnl_success) throw Error("oneDNN primitive failed with status " + std::to_string(static_cast<int>(st)));
+}
+
+constexpr int kResidualArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+
+void DnnlEpilogueStep::bind(const CompileCtx& cc, const graph::Op& op, dnnl::primitive prim,
+                            const dnnl::primitive_desc_base& pd, dnnl::memory w_user,
+                            const dnnl::memory::desc& bias_md, const dnnl::memory::desc& src_md,
+                            const dnnl::memory::desc& dst_md) {
+  const bool has_bias = has_input(op, 2), has_res = has_input(op, 3);
+  x_ = op.inputs[0];
+  y_ = op.outputs[0];
+  res_ = has_res ? op.inputs[3] : graph::kNoTensor;
+  weights_ = dnnl::memory(pd.weights_desc(0), cc.eng);
+  dnnl::stream s(cc.eng);
+  dnnl::reorder(w_user, weights_).execute(s, w_user, weights_);
+  s.wait();
+  if (has_bias) {
+    const auto& bdata = const_data(op, in_tensor(cc, op, 2));
+    bias_ = dnnl::memory(bias_md, cc.eng);
+    std::copy(bdata.begin(), bdata.end(), static_cast<float*>(bias_.get_data_handle()));
+  }
+  call_.init(std::move(prim), pd, cc.eng);
+  call_.add_arg(DNNL_ARG_SRC, dnnl::memory(src_md, cc.eng, DNNL_MEMORY_NONE));
+  call_.add_arg(DNNL_ARG_WEIGHTS, weights_);
+  if (has_bias) call_.add_arg(DNNL_ARG_BIAS, bias_);
+  call_.add_arg(DNNL_ARG_DST, dnnl::memory(dst_md, cc.eng, DNNL_MEMORY_NONE));
+  if (has_res) call_.add_arg(kResidualArg, dnnl::memory(dst_md, cc.eng, DNNL_MEMORY_NONE));
+}
+
+void DnnlEpilogueStep::run(const ExecCtx& c, int batch) {
+  for (int b = 0; b < batch; ++b) {
+    call_.set(DNNL_ARG_SRC, c.f(x_, b));
+    call_.set(DNNL_ARG_DST, c.f(y_, b));
+    if (res_ != graph::kNoTensor) call_.set(kResidualArg, c.f(res_, b));
+    call_.execute(c);
+  }
 }
 
 }  // namespace detforge::cpu

@@ -38,4 +38,37 @@ class DnnlCall {
   int scratch_index_ = -1;
 };
 
+// Creates a primitive descriptor, turning oneDNN's "unimplemented" into an error that names the
+// op and `what` ("convolution", "matmul").
+template <class PD, class D>
+PD make_primitive_desc(const graph::Op& op, const char* what, const D& d, const dnnl::primitive_attr& attr,
+                       const dnnl::engine& eng) {
+  try {
+    return PD(d, attr, eng);
+  } catch (const dnnl::error& e) {
+    op_fail(op, std::string("oneDNN has no ") + what + " for this configuration: " + e.what());
+  }
+}
+
+// The shared half of conv2d and linear: op inputs (x, weights, bias?, residual?), one output,
+// constant weights reordered once into the primitive's preferred layout, bias copied once, and
+// the residual as post-op 0 (see make_epilogue_attr). run() executes the primitive per image.
+class DnnlEpilogueStep : public Step {
+ public:
+  void run(const ExecCtx& c, int batch) final;
+  size_t scratch_bytes() const final { return call_.scratch_bytes(); }
+
+ protected:
+  // `w_user` wraps the constant weight data in its stored layout; `bias_md` is used only when
+  // the op has a bias (input 2), `src_md`/`dst_md` describe one image.
+  void bind(const CompileCtx& cc, const graph::Op& op, dnnl::primitive prim, const dnnl::primitive_desc_base& pd,
+            dnnl::memory w_user, const dnnl::memory::desc& bias_md, const dnnl::memory::desc& src_md,
+            const dnnl::memory::desc& dst_md);
+
+ private:
+  graph::TensorId x_ = graph::kNoTensor, y_ = graph::kNoTensor, res_ = graph::kNoTensor;
+  dnnl::memory weights_, bias_;
+  DnnlCall call_;
+};
+
 }  // namespace detforge::cpu

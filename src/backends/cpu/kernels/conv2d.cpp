@@ -3,8 +3,6 @@
 // binary_add(residual) then the activation, matching out = act(conv(x,w)+b (+residual)).
 #include "backends/cpu/dnnl_util.h"
 
-#include <algorithm>
-
 namespace detforge::cpu {
 namespace {
 
@@ -12,7 +10,7 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-class Conv2dStep final : public Step {
+class Conv2dStep final : public DnnlEpilogueStep {
  public:
   Conv2dStep(const CompileCtx& cc, const graph::Op& op) {
     expect_inputs(op, 3, 4);
@@ -35,9 +33,6 @@ class Conv2dStep final : public Step {
     const bool has_res = has_input(op, 3);
     if (has_bias) expect_shape(op, in_tensor(cc, op, 2), {Co});
     if (has_res) expect_shape(op, in_tensor(cc, op, 3), {Ho, Wo, Co});
-    x_ = op.inputs[0];
-    y_ = op.outputs[0];
-    res_ = has_res ? op.inputs[3] : graph::kNoTensor;
 
     memory::desc src_md({1, Ci, H, W}, dt::f32, tag::nhwc);
     memory::desc dst_md({1, Co, Ho, Wo}, dt::f32, tag::nhwc);
@@ -49,46 +44,11 @@ class Conv2dStep final : public Step {
                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                                     src_md, w_any, dst_md, {s, s}, {p, p}, {p, p});
     auto attr = make_epilogue_attr(op.act(), has_res ? &dst_md : nullptr);
-    dnnl::convolution_forward::primitive_desc pd;
-    try {
-      pd = dnnl::convolution_forward::primitive_desc(d, attr, cc.eng);
-    } catch (const dnnl::error& e) {
-      op_fail(op, std::string("oneDNN has no convolution for this configuration: ") + e.what());
-    }
-    // Weights: OIHW fp32 master copy -> the primitive's preferred layout, once.
+    auto pd = make_primitive_desc<dnnl::convolution_forward::primitive_desc>(op, "convolution", d, attr, cc.eng);
+    // Weights: OIHW fp32 master copy, reordered once by bind().
     memory w_user({{Co, Ci, kh, kw}, dt::f32, tag::oihw}, cc.eng, const_cast<float*>(wdata.data()));
-    weights_ = memory(pd.weights_desc(), cc.eng);
-    dnnl::stream s_(cc.eng);
-    dnnl::reorder(w_user, weights_).execute(s_, w_user, weights_);
-    if (has_bias) {
-      const auto& b = in_tensor(cc, op, 2);
-      const auto& bdata = const_data(op, b);
-      bias_ = memory(b_md, cc.eng);
-      std::copy(bdata.begin(), bdata.end(), static_cast<float*>(bias_.get_data_handle()));
-    }
-    s_.wait();
-    call_.init(dnnl::convolution_forward(pd), pd, cc.eng);
-    call_.add_arg(DNNL_ARG_SRC, memory(src_md, cc.eng, DNNL_MEMORY_NONE));
-    call_.add_arg(DNNL_ARG_WEIGHTS, weights_);
-    if (has_bias) call_.add_arg(DNNL_ARG_BIAS, bias_);
-    call_.add_arg(DNNL_ARG_DST, memory(dst_md, cc.eng, DNNL_MEMORY_NONE));
-    if (has_res) call_.add_arg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(dst_md, cc.eng, DNNL_MEMORY_NONE));
+    bind(cc, op, dnnl::convolution_forward(pd), pd, w_user, b_md, src_md, dst_md);
   }
-
-  void run(const ExecCtx& c, int batch) override {
-    for (int b = 0; b < batch; ++b) {
-      call_.set(DNNL_ARG_SRC, c.f(x_, b));
-      call_.set(DNNL_ARG_DST, c.f(y_, b));
-      if (res_ != graph::kNoTensor) call_.set(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c.f(res_, b));
-      call_.execute(c);
-    }
-  }
-  size_t scratch_bytes() const override { return call_.scratch_bytes(); }
-
- private:
-  graph::TensorId x_, y_, res_;
-  memory weights_, bias_;
-  DnnlCall call_;
 };
 
 }  // namespace
