@@ -52,4 +52,16 @@ void expect_rank(const graph::Op& op, const graph::Tensor& t, size_t rank) {
     op_fail(op, "tensor " + t.name + " has shape " + shape_str(t.shape) + ", expected rank " + std::to_string(rank));
 }
 
+PerImageStep::PerImageStep(const graph::Op& op, size_t min_in, size_t max_in) {
+  expect_inputs(op, min_in, max_in);
+  expect_outputs(op, 1);
+  x_ = op.inputs[0];
+  y_ = op.outputs[0];
+}
+
+Hwc expect_hwc(const graph::Op& op, const graph::Tensor& t) {
+  expect_rank(op, t, 3);
+  return {t.shape[0], t.shape[1], t.shape[2]};
+}
+
 }  // namespace detforge::cpu

@@ -50,6 +50,27 @@ class Step {
   virtual size_t scratch_bytes() const { return 0; }
 };
 
+// Scaffolding for ops that map image b of inputs[0] (x) to image b of outputs[0] (y): checks
+// min_in..max_in inputs and one output, then runs run_image() once per image of the batch.
+// Further inputs are the derived step's own (it reads them at image b through c).
+class PerImageStep : public Step {
+ public:
+  void run(const ExecCtx& c, int batch) final {
+    for (int b = 0; b < batch; ++b) run_image(c, b, c.f(x_, b), c.f(y_, b));
+  }
+
+ protected:
+  PerImageStep(const graph::Op& op, size_t min_in, size_t max_in);
+  virtual void run_image(const ExecCtx& c, int b, const float* x, float* y) const = 0;
+  graph::TensorId x_, y_;
+};
+
+// The dims of a rank-3 [H,W,C] (NHWC per image) tensor; names the op if it is not rank 3.
+struct Hwc {
+  int64_t H, W, C;
+};
+Hwc expect_hwc(const graph::Op& op, const graph::Tensor& t);
+
 // "op model.x.y (conv2d): " prefix for errors.
 std::string op_label(const graph::Op& op);
 [[noreturn]] void op_fail(const graph::Op& op, const std::string& msg);

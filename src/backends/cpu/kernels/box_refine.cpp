@@ -8,39 +8,31 @@
 namespace detforge::cpu {
 namespace {
 
-class BoxRefineStep final : public Step {
+class BoxRefineStep final : public PerImageStep {
  public:
-  BoxRefineStep(const CompileCtx& cc, const graph::Op& op) {
-    expect_inputs(op, 2, 2);
-    expect_outputs(op, 1);
+  BoxRefineStep(const CompileCtx& cc, const graph::Op& op) : PerImageStep(op, 2, 2) {
     const auto& d = in_tensor(cc, op, 0);
     expect_rank(op, d, 2);
     if (d.shape[1] != 4) op_fail(op, "delta must be [Q,4]");
     expect_shape(op, in_tensor(cc, op, 1), d.shape);
     expect_shape(op, out_tensor(cc, op), d.shape);
     n_ = d.numel();
-    d_ = op.inputs[0];
     r_ = op.inputs[1];
-    y_ = op.outputs[0];
-  }
-
-  void run(const ExecCtx& c, int batch) override {
-    constexpr float eps = 1e-5f;
-    for (int bi = 0; bi < batch; ++bi) {
-      const float* d = c.f(d_, bi);
-      const float* r = c.f(r_, bi);
-      float* y = c.f(y_, bi);
-      for (int64_t i = 0; i < n_; ++i) {
-        const float x = std::min(std::max(r[i], 0.f), 1.f);
-        const float inv = std::log(std::max(x, eps) / std::max(1.f - x, eps));
-        y[i] = 1.f / (1.f + std::exp(-(d[i] + inv)));
-      }
-    }
   }
 
  private:
+  void run_image(const ExecCtx& c, int bi, const float* d, float* y) const override {
+    constexpr float eps = 1e-5f;
+    const float* r = c.f(r_, bi);
+    for (int64_t i = 0; i < n_; ++i) {
+      const float x = std::min(std::max(r[i], 0.f), 1.f);
+      const float inv = std::log(std::max(x, eps) / std::max(1.f - x, eps));
+      y[i] = 1.f / (1.f + std::exp(-(d[i] + inv)));
+    }
+  }
+
   int64_t n_;
-  graph::TensorId d_, r_, y_;
+  graph::TensorId r_;
 };
 
 }  // namespace

@@ -10,11 +10,9 @@
 namespace detforge::cpu {
 namespace {
 
-class LayerNormStep final : public Step {
+class LayerNormStep final : public PerImageStep {
  public:
-  LayerNormStep(const CompileCtx& cc, const graph::Op& op) {
-    expect_inputs(op, 3, 4);
-    expect_outputs(op, 1);
+  LayerNormStep(const CompileCtx& cc, const graph::Op& op) : PerImageStep(op, 3, 4) {
     const auto& x = in_tensor(cc, op, 0);
     expect_rank(op, x, 2);
     L_ = x.shape[0];
@@ -29,56 +27,50 @@ class LayerNormStep final : public Step {
     }
     expect_shape(op, out_tensor(cc, op), x.shape);
     eps_ = op.attrs.contains("eps") ? op.attr_float("eps") : 1e-5f;
-    x_ = op.inputs[0];
-    y_ = op.outputs[0];
-  }
-
-  void run(const ExecCtx& c, int batch) override {
-    const int64_t C = C_;
-    const float* g = gamma_.data();
-    const float* be = beta_.data();
-    for (int bi = 0; bi < batch; ++bi) {
-      const float* x = c.f(x_, bi);
-      const float* r = res_ != graph::kNoTensor ? c.f(res_, bi) : nullptr;
-      float* y = c.f(y_, bi);
-#pragma omp parallel for schedule(static)
-      for (int64_t l = 0; l < L_; ++l) {
-        const float* xr = x + l * C;
-        float* yr = y + l * C;
-        double sum = 0;
-        if (r) {
-          const float* rr = r + l * C;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t k = 0; k < C; ++k) {
-            const float v = xr[k] + rr[k];
-            yr[k] = v;
-            sum += v;
-          }
-        } else {
-#pragma omp simd reduction(+ : sum)
-          for (int64_t k = 0; k < C; ++k) {
-            yr[k] = xr[k];
-            sum += xr[k];
-          }
-        }
-        const double mean = sum / static_cast<double>(C);
-        double sq = 0;
-#pragma omp simd reduction(+ : sq)
-        for (int64_t k = 0; k < C; ++k) {
-          const double d = yr[k] - mean;
-          sq += d * d;
-        }
-        const double var = sq / static_cast<double>(C);  // biased, as torch
-        const float rstd = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps_)));
-        const float m = static_cast<float>(mean);
-#pragma omp simd
-        for (int64_t k = 0; k < C; ++k) yr[k] = (yr[k] - m) * rstd * g[k] + be[k];
-      }
-    }
   }
 
  private:
-  graph::TensorId x_, y_, res_ = graph::kNoTensor;
+  void run_image(const ExecCtx& c, int bi, const float* x, float* y) const override {
+    const int64_t C = C_;
+    const float* g = gamma_.data();
+    const float* be = beta_.data();
+    const float* r = res_ != graph::kNoTensor ? c.f(res_, bi) : nullptr;
+#pragma omp parallel for schedule(static)
+    for (int64_t l = 0; l < L_; ++l) {
+      const float* xr = x + l * C;
+      float* yr = y + l * C;
+      double sum = 0;
+      if (r) {
+        const float* rr = r + l * C;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t k = 0; k < C; ++k) {
+          const float v = xr[k] + rr[k];
+          yr[k] = v;
+          sum += v;
+        }
+      } else {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t k = 0; k < C; ++k) {
+          yr[k] = xr[k];
+          sum += xr[k];
+        }
+      }
+      const double mean = sum / static_cast<double>(C);
+      double sq = 0;
+#pragma omp simd reduction(+ : sq)
+      for (int64_t k = 0; k < C; ++k) {
+        const double d = yr[k] - mean;
+        sq += d * d;
+      }
+      const double var = sq / static_cast<double>(C);  // biased, as torch
+      const float rstd = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps_)));
+      const float m = static_cast<float>(mean);
+#pragma omp simd
+      for (int64_t k = 0; k < C; ++k) yr[k] = (yr[k] - m) * rstd * g[k] + be[k];
+    }
+  }
+
+  graph::TensorId res_ = graph::kNoTensor;
   int64_t L_, C_;
   std::vector<float> gamma_, beta_;
   float eps_;

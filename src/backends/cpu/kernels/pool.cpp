@@ -16,16 +16,13 @@ int64_t pooled_size(int64_t in, int k, int s, int p, bool ceil_mode) {
   return out;
 }
 
-class PoolStep final : public Step {
+class PoolStep final : public PerImageStep {
  public:
-  PoolStep(const CompileCtx& cc, const graph::Op& op, bool is_max) : max_(is_max) {
-    expect_inputs(op, 1, 1);
-    expect_outputs(op, 1);
-    const auto& x = in_tensor(cc, op, 0);
-    expect_rank(op, x, 3);
-    H_ = x.shape[0];
-    W_ = x.shape[1];
-    C_ = x.shape[2];
+  PoolStep(const CompileCtx& cc, const graph::Op& op, bool is_max) : PerImageStep(op, 1, 1), max_(is_max) {
+    const Hwc x = expect_hwc(op, in_tensor(cc, op, 0));
+    H_ = x.H;
+    W_ = x.W;
+    C_ = x.C;
     k_ = op.attr_int("kernel");
     s_ = op.attrs.contains("stride") ? op.attr_int("stride") : k_;
     p_ = op.attrs.contains("pad") ? op.attr_int("pad") : 0;
@@ -36,46 +33,39 @@ class PoolStep final : public Step {
     Wo_ = pooled_size(W_, k_, s_, p_, ceil_mode);
     if (Ho_ < 1 || Wo_ < 1) op_fail(op, "kernel larger than the input");
     expect_shape(op, out_tensor(cc, op), {Ho_, Wo_, C_});
-    x_ = op.inputs[0];
-    y_ = op.outputs[0];
   }
 
-  void run(const ExecCtx& c, int batch) override {
-    for (int bi = 0; bi < batch; ++bi) {
-      const float* x = c.f(x_, bi);
-      float* y = c.f(y_, bi);
-      const int64_t C = C_;
+ private:
+  void run_image(const ExecCtx&, int, const float* x, float* y) const override {
+    const int64_t C = C_;
 #pragma omp parallel for schedule(static)
-      for (int64_t oy = 0; oy < Ho_; ++oy) {
-        const int64_t y0 = std::max<int64_t>(oy * s_ - p_, 0), y1 = std::min<int64_t>(oy * s_ - p_ + k_, H_);
-        for (int64_t ox = 0; ox < Wo_; ++ox) {
-          const int64_t x0 = std::max<int64_t>(ox * s_ - p_, 0), x1 = std::min<int64_t>(ox * s_ - p_ + k_, W_);
-          float* o = y + (oy * Wo_ + ox) * C;
-          std::fill(o, o + C, max_ ? -INFINITY : 0.f);
-          for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) {
-              const float* in = x + (iy * W_ + ix) * C;
-              if (max_) {
+    for (int64_t oy = 0; oy < Ho_; ++oy) {
+      const int64_t y0 = std::max<int64_t>(oy * s_ - p_, 0), y1 = std::min<int64_t>(oy * s_ - p_ + k_, H_);
+      for (int64_t ox = 0; ox < Wo_; ++ox) {
+        const int64_t x0 = std::max<int64_t>(ox * s_ - p_, 0), x1 = std::min<int64_t>(ox * s_ - p_ + k_, W_);
+        float* o = y + (oy * Wo_ + ox) * C;
+        std::fill(o, o + C, max_ ? -INFINITY : 0.f);
+        for (int64_t iy = y0; iy < y1; ++iy)
+          for (int64_t ix = x0; ix < x1; ++ix) {
+            const float* in = x + (iy * W_ + ix) * C;
+            if (max_) {
 #pragma omp simd
-                for (int64_t ch = 0; ch < C; ++ch) o[ch] = in[ch] > o[ch] ? in[ch] : o[ch];
-              } else {
+              for (int64_t ch = 0; ch < C; ++ch) o[ch] = in[ch] > o[ch] ? in[ch] : o[ch];
+            } else {
 #pragma omp simd
-                for (int64_t ch = 0; ch < C; ++ch) o[ch] += in[ch];
-              }
+              for (int64_t ch = 0; ch < C; ++ch) o[ch] += in[ch];
             }
-          if (!max_) {
-            const float inv = 1.f / static_cast<float>((y1 - y0) * (x1 - x0));
-#pragma omp simd
-            for (int64_t ch = 0; ch < C; ++ch) o[ch] *= inv;
           }
+        if (!max_) {
+          const float inv = 1.f / static_cast<float>((y1 - y0) * (x1 - x0));
+#pragma omp simd
+          for (int64_t ch = 0; ch < C; ++ch) o[ch] *= inv;
         }
       }
     }
   }
 
- private:
   bool max_;
-  graph::TensorId x_, y_;
   int64_t H_, W_, C_, Ho_, Wo_;
   int k_, s_, p_;
 };
