@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/image_input_spec.h"
+#include "detforge/types.h"
 #include "graph/ir.h"
 
 namespace detforge {
@@ -32,6 +34,14 @@ class Engine {
   // pixels: batch images of the graph input, NHWC fp32, contiguous. Returns the graph outputs
   // in graph order, each with the batch as first dimension.
   virtual std::vector<HostTensor> run(const float* pixels, int batch) = 0;
+  // Optional: the backend preprocesses decoded images itself (PIL-exact resize, rescale,
+  // normalize as `spec` says: the same bits as preprocessing on the host) and runs. Returns
+  // false, leaving `out` alone, when the backend has no such path (the caller preprocesses).
+  virtual bool run_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec,
+                          std::vector<HostTensor>& out) {
+    (void)images, (void)batch, (void)spec, (void)out;
+    return false;
+  }
   // With EngineOptions::check_finite: the name of the first op (checkpoint module name and op
   // kind) whose output held a non-finite value in the last run, or "" when none.
   virtual std::string first_nonfinite_op() const { return ""; }

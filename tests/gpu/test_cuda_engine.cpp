@@ -2,7 +2,6 @@
 // deformable/top-k ops (those have kernel tests): against host loops in fp32 and fp16, batch
 // consistency, graph replay = eager, check_finite and load-time errors.
 #include "backends/cuda/cuda_engine.h"
-#include "backends/cuda/memory_plan.h"
 #include "detforge/types.h"
 #include "gpu_test_util.h"
 #include "host_ref.h"
@@ -207,23 +206,6 @@ TEST(CudaEngine, RejectsUnfoldedBatchNormAndBadBatch) {
   auto e = make_cuda_engine(n.g, {});
   std::vector<float> x(2 * 16 * 16 * 3, 0.5f);
   EXPECT_THROW(e->run(x.data(), 2), Error);
-}
-
-TEST(CudaMemoryPlan, OverlappingLifetimesNeverShareBytes) {
-  std::vector<cuda::Lifetime> lt = {{1000, -1, 2}, {500, 0, 1}, {700, 1, 3}, {300, 2, 5}, {1000, 3, 5}, {64, 4, 5}};
-  size_t total = 0;
-  auto off = cuda::plan_arena(lt, 256, &total);
-  for (size_t i = 0; i < lt.size(); ++i) {
-    EXPECT_EQ(off[i] % 256, 0u);
-    EXPECT_LE(off[i] + lt[i].bytes, total);
-    for (size_t j = i + 1; j < lt.size(); ++j) {
-      const bool live = lt[i].first <= lt[j].last && lt[j].first <= lt[i].last;
-      const bool overlap = off[i] < off[j] + lt[j].bytes && off[j] < off[i] + lt[i].bytes;
-      EXPECT_FALSE(live && overlap) << i << " and " << j;
-    }
-  }
-  // Reuse happened: less than the sum of all sizes.
-  EXPECT_LT(total, 1024u + 512 + 768 + 512 + 1024 + 256);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/image_input.h"
 #include "backends/cuda/kernels/kernels.h"
-#include "backends/cuda/memory_plan.h"
+#include "graph/memory_plan.h"
 #include "core/half.h"
 
 namespace detforge::cuda {
@@ -188,7 +188,7 @@ void CudaEngine::upload_weights(const graph::Graph& g) {
 void CudaEngine::plan_memory() {
   const int n_ops = static_cast<int>(g_.ops.size());
   std::vector<int> roots;
-  std::vector<Lifetime> lt;
+  std::vector<graph::BufferRequest> lt;
   std::vector<int> index(slots_.size(), -1);
   auto touch = [&](TensorId t, int at, bool write) {
     const int r = slots_[t].root;
@@ -209,7 +209,9 @@ void CudaEngine::plan_memory() {
     for (auto t : g_.ops[i].outputs) touch(t, i, true);
   }
   for (auto t : g_.outputs) touch(t, n_ops, false);
-  const auto off = plan_arena(lt, kAlign, &arena_bytes_);
+  const graph::MemoryPlan plan = graph::plan_memory(lt, kAlign);
+  arena_bytes_ = plan.total_bytes;
+  const auto& off = plan.offsets;
   DF_CUDA(cudaMalloc(&arena_, std::max<size_t>(arena_bytes_, 1)));
   for (size_t k = 0; k < roots.size(); ++k) slots_[roots[k]].dev = static_cast<char*>(arena_) + off[k];
   workspace_bytes_ = kWorkspaceBytes;

@@ -46,6 +46,11 @@ class CudaEngine : public Engine {
   // [H, W, 3]; images may differ in size; batch 1..max_batch(). Images over
   // ImageInput::kMaxDevicePixels are resized on the host (same bytes). Synchronous.
   std::vector<HostTensor> run_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec);
+  bool run_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec,
+                  std::vector<HostTensor>& out) override {
+    out = run_images(images, batch, spec);
+    return true;
+  }
   // --- end GPU preprocessing ---
 
   // Bench hooks. prepare() builds the plan for `batch` and captures its graph (run() does this
