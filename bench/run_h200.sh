@@ -102,10 +102,14 @@ for b in batches.split():
         if "profile" in j:
             rec["profile"] = j["profile"]
         records.append(rec)
-doc = {"generated": stamp, "generator": "bench/run_h200.sh", "nvidia_smi": smi, "records": records}
+# The file is a list of records (one per model, backend, precision, batch); each carries its
+# environment, command and generation stamp.
+for r in records:
+    r["generated"] = stamp
+    r["generator"] = "bench/run_h200.sh"
 for name in (f"{stamp}.json", "latest.json"):
     with open(os.path.join(out, name), "w") as f:
-        json.dump(doc, f, indent=1)
+        json.dump(records, f, indent=1)
 print(f"{'backend':16} {'prec':5} {'batch':>5} {'engine p50':>11} {'p95':>8} {'e2e p50':>8} {'img/s':>9} {'kernels':>8}")
 for r in records:
     f = lambda v, w, d=3: f"{v:{w}.{d}f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
