@@ -6,6 +6,7 @@
 
 #include "core/atomic_file.h"
 #include "core/checksum.h"
+#include "core/json_depth.h"
 #include "detforge/types.h"
 
 namespace fs = std::filesystem;
@@ -32,25 +33,6 @@ void put_le(uint8_t* p, T v) {
   for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
-// Pre-scan so that hostile nesting cannot exhaust the stack in the parser or destructor.
-bool json_nesting_ok(std::string_view s, int max_depth) {
-  int depth = 0;
-  bool in_str = false, esc = false;
-  for (char c : s) {
-    if (in_str) {
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
-    } else if (c == '"') {
-      in_str = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 }  // namespace
 

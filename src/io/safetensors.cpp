@@ -6,6 +6,7 @@
 
 #include "core/atomic_file.h"
 #include "core/half.h"
+#include "core/json_depth.h"
 #include "detforge/types.h"
 
 namespace fs = std::filesystem;
@@ -20,24 +21,6 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 // pathologically deep one could exhaust the stack while it is freed.
 constexpr int kMaxJsonDepth = 16;
 
-bool json_nesting_ok(std::string_view s, int max_depth) {
-  int depth = 0;
-  bool in_str = false, esc = false;
-  for (char c : s) {
-    if (in_str) {
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
-    } else if (c == '"') {
-      in_str = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;

@@ -12,6 +12,7 @@
 #include "eval/agreement.h"
 #include "eval/dataset_runner.h"
 #include "eval/label_map.h"
+#include "tools/detforge/dataset_options.h"
 
 namespace {
 
@@ -86,9 +87,7 @@ void register_compare_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("compare", "detection agreement of a candidate bundle with a reference bundle");
   sub->add_option("candidate", a->candidate, "the bundle under test")->required()->check(CLI::ExistingFile);
   sub->add_option("reference", a->reference, "the reference bundle")->required()->check(CLI::ExistingFile);
-  sub->add_option("--dataset", a->data.dir, "COCO folder with instances.json and images/");
-  sub->add_option("--annotations", a->data.annotations, "COCO instances JSON (with --images)");
-  sub->add_option("--images", a->data.images, "folder the annotations' file_names are in");
+  detforge::cli::add_dataset_options(sub, a->data);
   sub->add_option("--threshold", a->threshold, "score threshold for agreement (both sides)");
   sub->add_option("--backend", a->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--reference-backend", a->reference_backend, "backend of the reference (default: --backend)")

@@ -9,6 +9,7 @@
 #include "detforge/detector.h"
 #include "detforge/image.h"
 #include "eval/dataset_runner.h"
+#include "tools/detforge/dataset_options.h"
 
 namespace {
 
@@ -51,9 +52,7 @@ void register_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "COCO bbox AP of a bundle on a COCO dataset (as pycocotools computes it)");
   sub->add_option("model", a->model, "the bundle")->required()->check(CLI::ExistingFile);
-  sub->add_option("--dataset", a->data.dir, "COCO folder with instances.json and images/");
-  sub->add_option("--annotations", a->data.annotations, "COCO instances JSON (with --images)");
-  sub->add_option("--images", a->data.images, "folder the annotations' file_names are in");
+  detforge::cli::add_dataset_options(sub, a->data);
   sub->add_option("--backend", a->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
   sub->add_option("--limit", a->limit, "evaluate the first N images only (AP over those images)");

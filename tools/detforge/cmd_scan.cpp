@@ -12,6 +12,7 @@
 #include "eval/dataset_runner.h"
 #include "eval/nonfinite_scan.h"
 #include "eval/progress.h"
+#include "tools/detforge/dataset_options.h"
 
 namespace {
 
@@ -86,9 +87,7 @@ void register_scan_command(CLI::App& app) {
   auto a = std::make_shared<ScanArgs>();
   CLI::App* sub = app.add_subcommand("scan", "check every output value for NaN and Inf");
   sub->add_option("model", a->model, "the bundle")->required()->check(CLI::ExistingFile);
-  sub->add_option("--dataset", a->data.dir, "COCO folder with instances.json and images/");
-  sub->add_option("--annotations", a->data.annotations, "COCO instances JSON (with --images)");
-  sub->add_option("--images", a->data.images, "folder the annotations' file_names are in");
+  detforge::cli::add_dataset_options(sub, a->data);
   sub->add_option("--backend", a->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
   sub->add_option("--limit", a->limit, "the first N dataset images only");
