@@ -40,40 +40,77 @@ TEST_P(CudaKernel, LayerNormWithResidualMatchesHostLoop) {
   EXPECT_TRUE(close(dy.download(), want, atol() * 2, rtol()));
 }
 
-TEST_P(CudaKernel, AttentionMatchesHostLoop) {
-  // (L, S, C, heads): head dim 16 and 32 take the shared-memory path, 48 the fallback; the last
-  // is AIFI's real shape.
-  const int cfg[][4] = {{45, 70, 64, 4}, {33, 50, 96, 2}, {300, 400, 256, 8}};
-  for (const auto& cf : cfg) {
-    const int B = 2, L = cf[0], S = cf[1], C = cf[2], heads = cf[3], d = C / heads;
-    SCOPED_TRACE("L " + std::to_string(L) + " S " + std::to_string(S) + " d " + std::to_string(d));
-    const float scale = 1.f / std::sqrt(static_cast<float>(d));
-    auto q = quantize(random_vec(B * L * C, -2, 2, 5 + L), half());
-    auto k = quantize(random_vec(B * S * C, -2, 2, 6 + L), half());
-    auto v = quantize(random_vec(B * S * C, -1, 1, 7 + L), half());
-    DevBuf dq(q, half()), dk(k, half()), dv(v, half()), dout(B * L * C, half());
-    cuda::attention(dq.get(), dk.get(), dv.get(), dout.get(), B, L, S, C, heads, scale, half(), nullptr);
-    std::vector<float> want(B * L * C);
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < heads; ++h)
-        for (int i = 0; i < L; ++i) {
-          std::vector<double> p(S);
-          double mx = -1e300, sum = 0;
-          for (int j = 0; j < S; ++j) {
-            double a = 0;
-            for (int c = 0; c < d; ++c) a += q[(b * L + i) * C + h * d + c] * k[(b * S + j) * C + h * d + c];
-            p[j] = a * scale;
-            mx = std::max(mx, p[j]);
-          }
-          for (int j = 0; j < S; ++j) sum += (p[j] = std::exp(p[j] - mx));
-          for (int c = 0; c < d; ++c) {
-            double o = 0;
-            for (int j = 0; j < S; ++j) o += p[j] / sum * v[(b * S + j) * C + h * d + c];
-            want[(b * L + i) * C + h * d + c] = static_cast<float>(o);
-          }
+// softmax(scale q k^T) v per head in double: o[B,L,C] from q[B,L,C], k/v[B,S,C].
+std::vector<float> attention_ref(const std::vector<float>& q, const std::vector<float>& k,
+                                 const std::vector<float>& v, int B, int L, int S, int C, int heads, float scale) {
+  const int d = C / heads;
+  std::vector<float> want((size_t)B * L * C);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < L; ++i) {
+        std::vector<double> p(S);
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j < S; ++j) {
+          double a = 0;
+          for (int c = 0; c < d; ++c)
+            a += (double)q[((size_t)b * L + i) * C + h * d + c] * k[((size_t)b * S + j) * C + h * d + c];
+          p[j] = a * scale;
+          mx = std::max(mx, p[j]);
         }
-    EXPECT_TRUE(close(dout.download(), want, atol(), rtol()));
+        for (int j = 0; j < S; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        for (int c = 0; c < d; ++c) {
+          double o = 0;
+          for (int j = 0; j < S; ++j) o += p[j] / sum * v[((size_t)b * S + j) * C + h * d + c];
+          want[((size_t)b * L + i) * C + h * d + c] = static_cast<float>(o);
+        }
+      }
+  return want;
+}
+
+TEST_P(CudaKernel, AttentionMatchesHostLoop) {
+  // (B, L, S, C, heads). fp32: head dim <= 32 takes the shared-memory path, 48 the fallback.
+  // fp16 with head dim 32 takes the tensor-core path (attention.cu, v4): S below one 64-key
+  // chunk, S spanning 3 chunks with a partial last one, L not a multiple of the 16-query warp
+  // tile, AIFI's real shape (400 keys = 6.25 chunks), the decoder's (300 x 300), and a grid
+  // large enough for the 4-warp blocks.
+  const int cfg[][5] = {{2, 45, 70, 64, 4},    {2, 33, 50, 96, 2},   {2, 300, 400, 256, 8}, {2, 37, 29, 64, 2},
+                        {3, 70, 130, 96, 3},   {2, 300, 300, 256, 8}, {3, 1100, 64, 256, 8}};
+  for (const auto& cf : cfg) {
+    const int B = cf[0], L = cf[1], S = cf[2], C = cf[3], heads = cf[4], d = C / heads;
+    SCOPED_TRACE("B " + std::to_string(B) + " L " + std::to_string(L) + " S " + std::to_string(S) + " d " +
+                 std::to_string(d));
+    const float scale = 1.f / std::sqrt(static_cast<float>(d));
+    auto q = quantize(random_vec((size_t)B * L * C, -2, 2, 5 + L), half());
+    auto k = quantize(random_vec((size_t)B * S * C, -2, 2, 6 + L), half());
+    auto v = quantize(random_vec((size_t)B * S * C, -1, 1, 7 + L), half());
+    DevBuf dq(q, half()), dk(k, half()), dv(v, half()), dout((size_t)B * L * C, half());
+    cuda::attention(dq.get(), dk.get(), dv.get(), dout.get(), B, L, S, C, heads, scale, half(), nullptr);
+    EXPECT_TRUE(close(dout.download(), attention_ref(q, k, v, B, L, S, C, heads, scale), atol(), rtol()));
   }
+}
+
+TEST_P(CudaKernel, AttentionWithLargeScoresAndUnalignedRowsMatchesHostLoop) {
+  // Key 150 (+image) is built to score ~20 against query 0 (others score a few units), so the
+  // online softmax must rescale its running sums when the third 64-key chunk raises the maximum.
+  // Then the same data through a q pointer one element off 16-byte alignment (fp16 then takes
+  // the shared-memory path, which must agree).
+  const int B = 2, L = 50, S = 200, C = 64, heads = 2, d = 32;
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  auto q = quantize(random_vec((size_t)B * L * C + 1, -2, 2, 21), half());
+  auto k = quantize(random_vec((size_t)B * S * C, -2, 2, 22), half());
+  auto v = quantize(random_vec((size_t)B * S * C, -1, 1, 23), half());
+  for (int b = 0; b < B; ++b)
+    for (int c = 0; c < C; ++c) k[((size_t)b * S + 150 + b) * C + c] = 4.f * (q[1 + (size_t)b * L * C + c] > 0 ? 1 : -1);
+  k = quantize(k, half());
+  std::vector<float> q_view(q.begin() + 1, q.end());
+  const auto want = attention_ref(q_view, k, v, B, L, S, C, heads, scale);
+  DevBuf dqa(q_view, half()), dq(q, half()), dk(k, half()), dv(v, half()), dout((size_t)B * L * C, half());
+  cuda::attention(dqa.get(), dk.get(), dv.get(), dout.get(), B, L, S, C, heads, scale, half(), nullptr);
+  EXPECT_TRUE(close(dout.download(), want, atol(), rtol())) << "aligned";
+  const void* q_off = static_cast<const char*>(dq.get()) + (half() ? 2 : 4);
+  DevBuf dout2((size_t)B * L * C, half());
+  cuda::attention(q_off, dk.get(), dv.get(), dout2.get(), B, L, S, C, heads, scale, half(), nullptr);
+  EXPECT_TRUE(close(dout2.download(), want, atol(), rtol())) << "q off alignment";
 }
 
 // Host reference of MSDeformAttnV2 "default" (family spec §3.8).
