@@ -1,6 +1,7 @@
 // Own CUDA kernels against plain host loops written from the IR's semantics (graph/ir.h and the
 // family spec). Random inputs, fresh per test; fp32 tight, fp16 storage loose.
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "backends/cuda/kernels/kernels.h"
@@ -245,6 +246,108 @@ TEST_P(CudaKernel, GatherRowsAndBoxRefine) {
     wb[i] = static_cast<float>(1 / (1 + std::exp(-(delta[i] + inv))));
   }
   EXPECT_TRUE(close(dout.download(), wb, half() ? 2e-3f : 1e-6f, 0));
+}
+
+// NHWC pooling as the IR defines it: padding never wins the max, avg divides by the in-bounds count.
+std::vector<float> pool_ref(const std::vector<float>& x, int B, int H, int W, int C, int Ho, int Wo, int k, int st,
+                            int pad, bool is_max) {
+  std::vector<float> y((size_t)B * Ho * Wo * C);
+  for (int b = 0; b < B; ++b)
+    for (int oy = 0; oy < Ho; ++oy)
+      for (int ox = 0; ox < Wo; ++ox)
+        for (int c = 0; c < C; ++c) {
+          double acc = is_max ? -INFINITY : 0;
+          int cnt = 0;
+          for (int iy = oy * st - pad; iy < oy * st - pad + k; ++iy)
+            for (int ix = ox * st - pad; ix < ox * st - pad + k; ++ix) {
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              const double v = x[(((size_t)b * H + iy) * W + ix) * C + c];
+              acc = is_max ? std::max(acc, v) : acc + v;
+              ++cnt;
+            }
+          y[(((size_t)b * Ho + oy) * Wo + ox) * C + c] = static_cast<float>(is_max ? acc : acc / cnt);
+        }
+  return y;
+}
+
+TEST_P(CudaKernel, PoolingMatchesHostLoopOnVectorAndScalarPaths) {
+  // C = 24 takes the 16-byte kernels (v4) in fp32 and fp16, C = 6 the scalar ones. Max: 3x3/2
+  // pad 1 (the stem's); avg: 2x2/2 over odd sizes with partial last windows (ceil mode).
+  for (int C : {24, 6}) {
+    SCOPED_TRACE("C " + std::to_string(C));
+    const int B = 3, H = 9, W = 7;
+    auto x = quantize(random_vec((size_t)B * H * W * C, -4, 4, 30 + C), half());
+    DevBuf dx(x, half()), dmax((size_t)B * 5 * 4 * C, half()), davg((size_t)B * 5 * 4 * C, half());
+    cuda::max_pool2d(dx.get(), dmax.get(), B, H, W, C, 5, 4, 3, 2, 1, half(), nullptr);
+    EXPECT_TRUE(close(dmax.download(), pool_ref(x, B, H, W, C, 5, 4, 3, 2, 1, true), 0, 0)) << "max";
+    cuda::avg_pool2d(dx.get(), davg.get(), B, H, W, C, 5, 4, 2, 2, 0, half(), nullptr);
+    EXPECT_TRUE(close(davg.download(), pool_ref(x, B, H, W, C, 5, 4, 2, 2, 0, false), atol(), rtol())) << "avg";
+  }
+}
+
+TEST_P(CudaKernel, UpsampleAndConcatCopyExactlyOnVectorAndScalarPaths) {
+  const int B = 2, H = 5, W = 3;
+  for (int C : {16, 5}) {  // 16-byte kernel, scalar kernel
+    SCOPED_TRACE("upsample C " + std::to_string(C));
+    auto x = quantize(random_vec((size_t)B * H * W * C, -4, 4, 40 + C), half());
+    DevBuf dx(x, half()), dy((size_t)B * H * W * C * 4, half());
+    cuda::upsample_nearest2x(dx.get(), dy.get(), B, H, W, C, half(), nullptr);
+    std::vector<float> want((size_t)B * H * W * C * 4);
+    for (int b = 0; b < B; ++b)
+      for (int oy = 0; oy < 2 * H; ++oy)
+        for (int ox = 0; ox < 2 * W; ++ox)
+          for (int c = 0; c < C; ++c)
+            want[(((size_t)b * 2 * H + oy) * 2 * W + ox) * C + c] = x[(((size_t)b * H + oy / 2) * W + ox / 2) * C + c];
+    EXPECT_TRUE(close(dy.download(), want, 0, 0));
+  }
+  // Channel concat of parts whose widths (and so column offsets) are multiples of 8 (16-byte
+  // copies), then parts of widths 3 and 13 (offset 3: the scalar copy for the second part).
+  for (const std::vector<int>& widths : {std::vector<int>{16, 8, 24}, std::vector<int>{3, 13}}) {
+    const int64_t outer = 37;
+    int ld = 0;
+    for (int w : widths) ld += w;
+    SCOPED_TRACE("concat ld " + std::to_string(ld));
+    DevBuf dy((size_t)outer * ld, half());
+    std::vector<float> want((size_t)outer * ld);
+    int off = 0;
+    std::vector<std::unique_ptr<DevBuf>> parts;
+    for (size_t p = 0; p < widths.size(); ++p) {
+      const int w = widths[p];
+      auto x = quantize(random_vec((size_t)outer * w, -4, 4, 50 + (uint32_t)p), half());
+      parts.push_back(std::make_unique<DevBuf>(x, half()));
+      cuda::concat_part(parts.back()->get(), dy.get(), outer, w, ld, off, half(), nullptr);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int j = 0; j < w; ++j) want[o * ld + off + j] = x[o * w + j];
+      off += w;
+    }
+    EXPECT_TRUE(close(dy.download(), want, 0, 0));
+  }
+}
+
+TEST_P(CudaKernel, AddBroadcastAndMulRowsMatchHostLoop) {
+  // add with b broadcast over the batch (b_numel divides n) and with full b; mul_rows with C = 32
+  // (16-byte kernels) and C = 6 (scalar).
+  const int64_t n = 3 * 40 * 32;
+  auto a = quantize(random_vec(n, -3, 3, 60), half()), b = quantize(random_vec(n, -3, 3, 61), half());
+  for (int64_t bn : {n, int64_t{40 * 32}}) {
+    SCOPED_TRACE("add b_numel " + std::to_string(bn));
+    DevBuf da(a, half()), db(std::vector<float>(b.begin(), b.begin() + bn), half()), dy(n, half());
+    cuda::add_act(da.get(), db.get(), bn, dy.get(), n, graph::Act::sigmoid, half(), nullptr);
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = static_cast<float>(1 / (1 + std::exp(-((double)a[i] + b[i % bn]))));
+    EXPECT_TRUE(close(dy.download(), want, half() ? 2e-3f : 1e-6f, 0));
+  }
+  for (int C : {32, 6}) {
+    SCOPED_TRACE("mul_rows C " + std::to_string(C));
+    const int B = 3, L = 17;
+    auto x = quantize(random_vec((size_t)B * L * C, -3, 3, 62 + C), half());
+    auto m = quantize(random_vec(L, 0, 1, 63), half());
+    DevBuf dx(x, half()), dm(m, half()), dy((size_t)B * L * C, half());
+    cuda::mul_rows(dx.get(), dm.get(), dy.get(), (int64_t)B * L, L, C, half(), nullptr);
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] * m[(i / C) % L];
+    EXPECT_TRUE(close(dy.download(), want, atol(), rtol()));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, CudaKernel, ::testing::Values(false, true),

@@ -301,7 +301,6 @@ size_t attention_mma_smem(int S) {
   const size_t Sp = (size_t)(S + kMmaChunk - 1) / kMmaChunk * kMmaChunk;
   return sizeof(__half) * (Sp * kKStride + (size_t)kMmaD * (Sp + 8));
 }
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
 

@@ -57,11 +57,6 @@ __global__ void nonfinite_k(const T* x, int64_t n, unsigned long long* count) {
 // version above moved 2-byte elements with an int64 modulo each and took 6.7 of 31.6 ms of the
 // fp16 batch-32 forward on the H200 (CUPTI, 111 launches), far from the copy bandwidth.
 template <class T>
-struct alignas(16) Pack {
-  static constexpr int N = 16 / sizeof(T);
-  T v[N];
-};
-template <class T>
 __global__ void bias_act_vec_k(const Pack<T>* x, const T* bias, const Pack<T>* res, Pack<T>* y, int64_t packs,
                                int C, graph::Act act) {
   constexpr int N = Pack<T>::N;
@@ -80,7 +75,33 @@ __global__ void bias_act_vec_k(const Pack<T>* x, const T* bias, const Pack<T>* r
     y[i] = out;
   }
 }
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+// add_act: b broadcast when bn < n; packs never straddle the broadcast period (bn % N == 0).
+template <class T>
+__global__ void add_act_vec_k(const Pack<T>* a, const Pack<T>* b, int64_t bpacks, Pack<T>* y, int64_t packs,
+                              graph::Act act) {
+  constexpr int N = Pack<T>::N;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < packs; i += (int64_t)gridDim.x * blockDim.x) {
+    const Pack<T> x = a[i], z = b[bpacks < packs ? i % bpacks : i];
+    Pack<T> out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) st(out.v, k, act_f(act, ld(x.v, k) + ld(z.v, k)));
+    y[i] = out;
+  }
+}
+
+// mul_rows: a pack lies inside one row (C % N == 0).
+template <class T>
+__global__ void mul_rows_vec_k(const Pack<T>* x, const T* m, Pack<T>* y, int64_t packs, int L, int Cp) {
+  constexpr int N = Pack<T>::N;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < packs; i += (int64_t)gridDim.x * blockDim.x) {
+    const float f = ld(m, (i / Cp) % L);
+    const Pack<T> a = x[i];
+    Pack<T> out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) st(out.v, k, ld(a.v, k) * f);
+    y[i] = out;
+  }
+}
 
 }  // namespace
 
@@ -102,10 +123,28 @@ void bias_act(const void* x, const void* bias, const void* res, void* y, int64_t
   DF_CUDA_LAUNCH();
 }
 void add_act(const void* a, const void* b, int64_t bn, void* y, int64_t n, Act act, bool half, cudaStream_t s) {
+  const int vec = half ? 8 : 4;
+  if (n % vec == 0 && bn % vec == 0 && aligned16(a) && aligned16(b) && aligned16(y)) {
+    const int64_t packs = n / vec, bpacks = bn / vec;
+    DF_DISPATCH(half, T,
+                add_act_vec_k<T><<<blocks_for(packs, 256), 256, 0, s>>>((const Pack<T>*)a, (const Pack<T>*)b, bpacks,
+                                                                        (Pack<T>*)y, packs, act));
+    DF_CUDA_LAUNCH();
+    return;
+  }
   DF_DISPATCH(half, T, add_act_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)a, (const T*)b, bn, (T*)y, n, act));
   DF_CUDA_LAUNCH();
 }
 void mul_rows(const void* x, const void* m, void* y, int64_t rows, int L, int C, bool half, cudaStream_t s) {
+  const int vec = half ? 8 : 4;
+  if (C % vec == 0 && aligned16(x) && aligned16(y)) {
+    const int64_t packs = rows * C / vec;
+    DF_DISPATCH(half, T,
+                mul_rows_vec_k<T><<<blocks_for(packs, 256), 256, 0, s>>>((const Pack<T>*)x, (const T*)m, (Pack<T>*)y,
+                                                                         packs, L, C / vec));
+    DF_CUDA_LAUNCH();
+    return;
+  }
   DF_DISPATCH(half, T,
               mul_rows_k<T><<<blocks_for(rows * C, 256), 256, 0, s>>>((const T*)x, (const T*)m, (T*)y, rows, L, C));
   DF_CUDA_LAUNCH();

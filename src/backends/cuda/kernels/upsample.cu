@@ -1,4 +1,9 @@
 // Nearest-neighbour x2 upsampling, NHWC: out[y][x] = in[y/2][x/2].
+//
+// v4: when C and the pointers allow, a thread reads 16 bytes of channels of one input pixel and
+// writes them to its 4 output pixels (a warp stores 512 contiguous bytes per store at C = 256).
+// The scalar kernel (kept for the rest) took 0.53 ms of the 13.3 ms fp16 batch-32 forward on the
+// H200 (CUPTI).
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -18,9 +23,35 @@ __global__ void upsample2x_k(const T* x, T* y, int B, int H, int W, int C) {
     y[i] = x[((b * H + oy / 2) * W + ox / 2) * C + c];
   }
 }
+
+// One input pack -> the 2x2 output pixels it covers. Cp = channels / pack.
+__global__ void upsample2x_vec_k(const uint4* x, uint4* y, int B, int H, int W, int Cp) {
+  const int64_t n = (int64_t)B * H * W * Cp;
+  const int64_t row = (int64_t)2 * W * Cp;  // one output row, in packs
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int c = i % Cp;
+    int64_t t = i / Cp;
+    const int ix = t % W;
+    t /= W;  // b * H + iy
+    const uint4 v = x[i];
+    uint4* o = y + (2 * t) * row + (int64_t)(2 * ix) * Cp + c;  // output row 2*iy of image b
+    o[0] = v;
+    o[Cp] = v;
+    o[row] = v;
+    o[row + Cp] = v;
+  }
+}
 }  // namespace
 
 void upsample_nearest2x(const void* x, void* y, int B, int H, int W, int C, bool half, cudaStream_t s) {
+  const int vec = half ? 8 : 4;
+  if (C % vec == 0 && aligned16(x) && aligned16(y)) {
+    const int Cp = C / vec;
+    upsample2x_vec_k<<<blocks_for((int64_t)B * H * W * Cp, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, B, H, W,
+                                                                             Cp);
+    DF_CUDA_LAUNCH();
+    return;
+  }
   DF_DISPATCH(half, T,
               upsample2x_k<T><<<blocks_for((int64_t)B * H * W * C * 4, 256), 256, 0, s>>>((const T*)x, (T*)y, B, H,
                                                                                           W, C));
