@@ -38,15 +38,16 @@ __global__ void pool_k(const T* x, T* y, int B, int H, int W, int C, int Ho, int
 }
 
 // Same arithmetic per channel as pool_k (fp32 max / sum in the same window order), so both
-// paths give identical results. Cp = C / Pack<T>::N packs per pixel.
-template <class T, bool kMax>
+// paths give identical results. Cp = C / Pack<T>::N packs per pixel. I: the index type (int when
+// the output's packs plus the grid-stride overshoot stay below 2^31: int64 divides are slow).
+template <class T, bool kMax, class I>
 __global__ void pool_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, int W, int Cp, int Ho, int Wo, int k,
                            int stride, int pad) {
   constexpr int N = Pack<T>::N;
-  const int64_t n = (int64_t)B * Ho * Wo * Cp;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  const I n = (I)B * Ho * Wo * Cp;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     const int c = i % Cp;
-    int64_t t = i / Cp;
+    I t = i / Cp;
     const int ox = t % Wo;
     t /= Wo;
     const int oy = t % Ho;
@@ -80,9 +81,19 @@ void pool(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, in
   const int vec = half ? 8 : 4;
   if (C % vec == 0 && aligned16(x) && aligned16(y)) {
     const int Cp = C / vec;
-    DF_DISPATCH(half, T,
-                pool_vec_k<T, kMax><<<blocks_for((int64_t)B * Ho * Wo * Cp, 256), 256, 0, s>>>(
-                    (const Pack<T>*)x, (Pack<T>*)y, B, H, W, Cp, Ho, Wo, k, stride, pad));
+    const int64_t n = (int64_t)B * Ho * Wo * Cp;
+    // 2^28: the most threads blocks_for launches (the grid-stride overshoot). Input offsets
+    // are computed in int64 either way (multiplies only).
+    const bool small = n + (int64_t{1} << 28) < INT32_MAX;
+    if (small) {
+      DF_DISPATCH(half, T,
+                  pool_vec_k<T, kMax, int><<<blocks_for(n, 256), 256, 0, s>>>(
+                      (const Pack<T>*)x, (Pack<T>*)y, B, H, W, Cp, Ho, Wo, k, stride, pad));
+    } else {
+      DF_DISPATCH(half, T,
+                  pool_vec_k<T, kMax, int64_t><<<blocks_for(n, 256), 256, 0, s>>>(
+                      (const Pack<T>*)x, (Pack<T>*)y, B, H, W, Cp, Ho, Wo, k, stride, pad));
+    }
   } else {
     DF_DISPATCH(half, T,
                 pool_k<T, kMax><<<blocks_for((int64_t)B * Ho * Wo * C, 256), 256, 0, s>>>(

@@ -24,17 +24,19 @@ __global__ void upsample2x_k(const T* x, T* y, int B, int H, int W, int C) {
   }
 }
 
-// One input pack -> the 2x2 output pixels it covers. Cp = channels / pack.
+// One input pack -> the 2x2 output pixels it covers. Cp = channels / pack. I: int when the input
+// packs plus the grid-stride overshoot fit (int64 divides are slow); output offsets are int64.
+template <class I>
 __global__ void upsample2x_vec_k(const uint4* x, uint4* y, int B, int H, int W, int Cp) {
-  const int64_t n = (int64_t)B * H * W * Cp;
+  const I n = (I)B * H * W * Cp;
   const int64_t row = (int64_t)2 * W * Cp;  // one output row, in packs
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     const int c = i % Cp;
-    int64_t t = i / Cp;
+    I t = i / Cp;
     const int ix = t % W;
     t /= W;  // b * H + iy
     const uint4 v = x[i];
-    uint4* o = y + (2 * t) * row + (int64_t)(2 * ix) * Cp + c;  // output row 2*iy of image b
+    uint4* o = y + (2 * (int64_t)t) * row + (int64_t)(2 * ix) * Cp + c;  // output row 2*iy of image b
     o[0] = v;
     o[Cp] = v;
     o[row] = v;
@@ -47,8 +49,11 @@ void upsample_nearest2x(const void* x, void* y, int B, int H, int W, int C, bool
   const int vec = half ? 8 : 4;
   if (C % vec == 0 && aligned16(x) && aligned16(y)) {
     const int Cp = C / vec;
-    upsample2x_vec_k<<<blocks_for((int64_t)B * H * W * Cp, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, B, H, W,
-                                                                             Cp);
+    const int64_t n = (int64_t)B * H * W * Cp;
+    if (n + (int64_t{1} << 28) < INT32_MAX)  // 2^28: the most threads blocks_for launches
+      upsample2x_vec_k<int><<<blocks_for(n, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, B, H, W, Cp);
+    else
+      upsample2x_vec_k<int64_t><<<blocks_for(n, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, B, H, W, Cp);
     DF_CUDA_LAUNCH();
     return;
   }
