@@ -42,16 +42,7 @@ class RtDetrDetector : public Detector {
     eo.precision = !opt.precision.empty() ? opt.precision : opt.backend == "cpu" ? "" : precision_;
     eo.check_finite = opt.check_finite;
     engine_ = make_engine(opt.backend, g, eo);
-    spec_.height = pre_.height;
-    spec_.width = pre_.width;
-    spec_.do_resize = pre_.do_resize;
-    spec_.do_rescale = pre_.do_rescale;
-    spec_.rescale_factor = pre_.rescale_factor;
-    spec_.do_normalize = pre_.do_normalize;
-    for (int c = 0; c < 3; ++c) {
-      spec_.mean[c] = pre_.mean[c];
-      spec_.std[c] = pre_.std[c];
-    }
+    spec_ = rt_detr_v2::image_input_spec(pre_);
     pixels_.resize(static_cast<size_t>(opt.max_batch) * pre_.height * pre_.width * 3);
     ptrs_.resize(opt.max_batch);
   }

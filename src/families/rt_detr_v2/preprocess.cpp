@@ -107,4 +107,19 @@ void preprocess_image(const ImageU8& img, const PreprocessConfig& cfg, float* ou
   }
 }
 
+ImageInputSpec image_input_spec(const PreprocessConfig& cfg) {
+  ImageInputSpec s;
+  s.height = cfg.height;
+  s.width = cfg.width;
+  s.do_resize = cfg.do_resize;
+  s.do_rescale = cfg.do_rescale;
+  s.rescale_factor = cfg.rescale_factor;
+  s.do_normalize = cfg.do_normalize;
+  for (int c = 0; c < 3; ++c) {
+    s.mean[c] = cfg.mean[c];
+    s.std[c] = cfg.std[c];
+  }
+  return s;
+}
+
 }  // namespace detforge::rt_detr_v2

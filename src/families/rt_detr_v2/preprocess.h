@@ -5,6 +5,7 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "backends/image_input_spec.h"
 #include "detforge/types.h"
 
 namespace detforge::rt_detr_v2 {
@@ -33,5 +34,9 @@ ImageU8 resize_for_model(const ImageU8& img, const PreprocessConfig& cfg);
 // Writes cfg.height * cfg.width * 3 floats, NHWC [H, W, 3]: the same values as transformers'
 // pixel_values [3, H, W], transposed.
 void preprocess_image(const ImageU8& img, const PreprocessConfig& cfg, float* out_nhwc);
+
+// The same preprocessing as a backend-neutral spec, for backends that preprocess on their own
+// device (CUDA's run_images); they give the bits preprocess_image gives.
+ImageInputSpec image_input_spec(const PreprocessConfig& cfg);
 
 }  // namespace detforge::rt_detr_v2
