@@ -24,7 +24,7 @@ std::string kernel_group(const std::string& n) {
   if (has("attention") || has("fmha") || has("flash")) return "attention";
   if (has("quant") || has("fp8") || has("e4m3")) return "quantize";
   if (has("bias_act") || has("add_act") || has("mul_rows") || has("box_refine") || has("upsample") ||
-      has("pool_k") || has("concat") || has("gather_rows") || has("topk_rows") || has("_f32_k") ||
+      has("pool_k") || has("pool_vec") || has("concat") || has("gather_rows") || has("topk_rows") || has("_f32_k") ||
       has("from_f32") || has("nonfinite") || has("elementwise"))
     return "elementwise";
   // cuDNN convolutions (Hopper: sm90_xmma_fprop_*, implicit_convolve_*, *winograd*, *conv*).

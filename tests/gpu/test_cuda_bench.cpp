@@ -20,18 +20,6 @@
 namespace detforge::test {
 namespace {
 
-TEST(CudaBench, KernelGroupsByName) {
-  EXPECT_EQ(bench::kernel_group("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32"), "convolution");
-  EXPECT_EQ(bench::kernel_group("nvjet_hsh_128x64_64x4_1x2_h_bz_coopA_NNT"), "gemm");
-  EXPECT_EQ(bench::kernel_group("void detforge::cuda::(anonymous namespace)::layer_norm_k<__half>(...)"),
-            "normalization");
-  EXPECT_EQ(bench::kernel_group("ms_deform_attn_k<float>"), "deformable_sampling");
-  EXPECT_EQ(bench::kernel_group("[memcpy]"), "copies");
-  auto s = bench::summarize({1, 2, 3, 4, 100, 1, 2, 3, 4, 5});
-  EXPECT_DOUBLE_EQ(s.min, 1);
-  EXPECT_DOUBLE_EQ(s.p50, 3);
-}
-
 TEST(CudaBench, R18vdSmoke) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
