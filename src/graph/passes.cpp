@@ -120,9 +120,7 @@ int fuse_residual_adds(Graph& g) {
       if (prod[add.inputs[other]] > target) continue;
       f.inputs.push_back(add.inputs[other]);
       f.attrs["act"] = add.attrs.value("act", std::string("none"));
-      TensorId old_out = f.outputs[0];
-      f.outputs[0] = add.outputs[0];
-      (void)old_out;
+      f.outputs[0] = add.outputs[0];  // its old output is now unused; DCE drops it
       std::vector<char> dead(g.ops.size(), 0);
       dead[i] = 1;
       erase_ops(g, dead);
