@@ -19,6 +19,8 @@ BenchResult bench_engine(Engine& engine, const float* pixels, int batch, int war
     r.precision = e->precision();
     engine.run(pixels, batch);  // uploads the pixels, captures the graph for this batch
     r.graph_nodes = e->graph_nodes(batch);
+    r.graph_streams = e->graph_streams(batch);
+    r.graph_waits = e->graph_waits(batch);
     cudaEvent_t a, b;
     DF_CUDA(cudaEventCreate(&a));
     DF_CUDA(cudaEventCreate(&b));
@@ -47,7 +49,7 @@ BenchResult bench_engine(Engine& engine, const float* pixels, int batch, int war
 nlohmann::json to_json(const BenchResult& r) {
   return {{"backend", r.backend}, {"precision", r.precision}, {"batch", r.batch}, {"engine", to_json(r.engine)},
           {"engine_ms_p50", r.engine.p50}, {"engine_ms_p95", r.engine.p95}, {"images_per_s", r.images_per_s},
-          {"graph_nodes", r.graph_nodes}};
+          {"graph_nodes", r.graph_nodes}, {"graph_streams", r.graph_streams}, {"graph_waits", r.graph_waits}};
 }
 
 }  // namespace detforge::bench

@@ -20,6 +20,8 @@ struct BenchResult {
   LatencyStats engine;      // ms per forward of `batch` images
   double images_per_s = 0;  // batch / engine p50
   int graph_nodes = 0;      // CUDA: nodes of the captured graph (0 elsewhere)
+  int graph_streams = 0;    // CUDA: streams the graph's ops are spread over (DETFORGE_CUDA_STREAMS)
+  int graph_waits = 0;      // CUDA: cross-stream dependencies in it
 };
 
 // pixels: batch images of the engine's input, NHWC fp32.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <mutex>
 
 #include "backends/engine.h"
@@ -50,6 +52,13 @@ nlohmann::json to_json(const KernelProfile& p) {
   nlohmann::json top = nlohmann::json::array();
   for (auto& [n, ms] : p.top_kernels) top.push_back({{"name", n}, {"ms", ms}});
   j["top_kernels"] = top;
+  if (!p.ops.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& o : p.ops)
+      ops.push_back({{"index", o.index}, {"op", o.name}, {"kind", o.kind}, {"ms", o.ms}, {"kernels", o.kernels},
+                     {"kernel", o.kernel}});
+    j["ops"] = ops;
+  }
   return j;
 }
 
@@ -59,9 +68,11 @@ namespace {
 struct Record {
   std::string name;
   double ms;
+  uint32_t correlation = 0;
 };
 std::mutex g_mu;
 std::vector<Record>* g_records = nullptr;
+std::map<uint32_t, uint64_t>* g_external = nullptr;  // correlation id -> external id (op + 2)
 
 void CUPTIAPI buffer_requested(uint8_t** buf, size_t* size, size_t* max_records) {
   *size = 8 << 20;
@@ -78,23 +89,104 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
-        g_records->push_back({k->name ? k->name : "?", (k->end - k->start) * 1e-6});
+        g_records->push_back({k->name ? k->name : "?", (k->end - k->start) * 1e-6, k->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
-        g_records->push_back({"[memcpy]", (m->end - m->start) * 1e-6});
+        g_records->push_back({"[memcpy]", (m->end - m->start) * 1e-6, m->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
-        g_records->push_back({"[memset]", (m->end - m->start) * 1e-6});
+        g_records->push_back({"[memset]", (m->end - m->start) * 1e-6, m->correlationId});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        auto* x = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(rec);
+        if (g_external) (*g_external)[x->correlationId] = x->externalId;
         break;
       }
       default: break;
     }
   }
   std::free(buf);
+}
+
+}  // namespace
+#endif
+
+#if defined(DETFORGE_HAVE_CUDA) && defined(DETFORGE_HAVE_CUPTI)
+namespace {
+
+void check(CUptiResult r, const char* what) {
+  if (r != CUPTI_SUCCESS) {
+    const char* s = nullptr;
+    cuptiGetResultString(r, &s);
+    throw Error(std::string("CUPTI ") + what + ": " + (s ? s : "?"));
+  }
+}
+
+// Runs `body` with CUPTI activity collection on; returns the records (and the external
+// correlation map when `external` is given).
+std::vector<Record> collect(cuda::CudaEngine& e, const std::function<void()>& body,
+                            std::map<uint32_t, uint64_t>* external) {
+  cudaStreamSynchronize(e.stream());
+  std::vector<Record> recs;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_records = &recs;
+    g_external = external;
+  }
+  check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register callbacks");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernels");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable memcpy");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable memset");
+  if (external) {
+    // External correlation records come with API records: both API kinds (cuDNN and cuBLASLt
+    // launch through the driver API, our kernels through the runtime) are on while tagging.
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), "enable correlation");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime API records");
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable driver API records");
+  }
+  body();
+  cudaDeviceSynchronize();
+  cuptiActivityFlushAll(1);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
+  if (external) {
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_records = nullptr;
+    g_external = nullptr;
+  }
+  return recs;
+}
+
+void summarize(KernelProfile& p, const std::vector<Record>& recs, int forwards) {
+  p.available = true;
+  p.forwards = forwards;
+  std::map<std::string, double> by_name;
+  int kernels = 0;
+  double total = 0;
+  for (auto& r : recs) {
+    const std::string g = kernel_group(r.name);
+    p.group_ms[g] += r.ms / forwards;
+    p.group_count[g] += 1.0 / forwards;
+    by_name[r.name] += r.ms / forwards;
+    total += r.ms;
+    if (r.name[0] != '[') ++kernels;
+  }
+  p.kernels_per_forward = static_cast<double>(kernels) / forwards;
+  p.gpu_ms_per_forward = total / forwards;
+  p.top_kernels.assign(by_name.begin(), by_name.end());
+  std::sort(p.top_kernels.begin(), p.top_kernels.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  if (p.top_kernels.size() > 15) p.top_kernels.resize(15);
 }
 
 }  // namespace
@@ -115,51 +207,63 @@ KernelProfile cuda_profile_forward(Engine& engine, int batch, int forwards) {
     return p;
   }
   e->prepare(batch);
-  cudaStreamSynchronize(e->stream());
-  std::vector<Record> recs;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_records = &recs;
+  auto recs = collect(*e, [&] {
+    for (int i = 0; i < forwards; ++i) e->launch(batch);
+  }, nullptr);
+  summarize(p, recs, forwards);
+#endif
+  return p;
+}
+
+KernelProfile cuda_profile_ops(Engine& engine, int batch, int forwards) {
+  KernelProfile p;
+#if !defined(DETFORGE_HAVE_CUDA)
+  (void)engine, (void)batch, (void)forwards;
+  p.why = "built without CUDA";
+#elif !defined(DETFORGE_HAVE_CUPTI)
+  (void)engine, (void)batch, (void)forwards;
+  p.why = "built without CUPTI";
+#else
+  auto* e = dynamic_cast<cuda::CudaEngine*>(&engine);
+  if (!e) {
+    p.why = "engine is not the CUDA backend";
+    return p;
   }
-  auto check = [](CUptiResult r, const char* what) {
-    if (r != CUPTI_SUCCESS) {
-      const char* s = nullptr;
-      cuptiGetResultString(r, &s);
-      throw Error(std::string("CUPTI ") + what + ": " + (s ? s : "?"));
+  e->prepare(batch);
+  std::map<uint32_t, uint64_t> external;
+  auto hook = [](int op, bool before) {
+    if (before) {
+      check(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, uint64_t(op + 2)),
+            "push correlation id");
+    } else {
+      uint64_t last = 0;
+      check(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
+            "pop correlation id");
     }
   };
-  check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register callbacks");
-  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernels");
-  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable memcpy");
-  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable memset");
-  for (int i = 0; i < forwards; ++i) e->launch(batch);
-  cudaStreamSynchronize(e->stream());
-  cuptiActivityFlushAll(1);
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_records = nullptr;
+  auto recs = collect(*e, [&] {
+    for (int i = 0; i < forwards; ++i) e->run_eager_hooked(batch, hook);
+  }, &external);
+  summarize(p, recs, forwards);
+  const auto& g = e->graph();
+  p.ops.resize(g.ops.size() + 1);
+  p.ops[0].index = -1;
+  p.ops[0].name = "input conversion";
+  p.ops[0].kind = "convert";
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    p.ops[i + 1].index = static_cast<int>(i);
+    p.ops[i + 1].name = g.ops[i].name;
+    p.ops[i + 1].kind = graph::op_kind_name(g.ops[i].kind);
   }
-  p.available = true;
-  p.forwards = forwards;
-  std::map<std::string, double> by_name;
-  int kernels = 0;
-  double total = 0;
-  for (auto& r : recs) {
-    const std::string g = kernel_group(r.name);
-    p.group_ms[g] += r.ms / forwards;
-    p.group_count[g] += 1.0 / forwards;
-    by_name[r.name] += r.ms / forwards;
-    total += r.ms;
-    if (r.name[0] != '[') ++kernels;
+  std::vector<double> longest(p.ops.size(), 0);
+  for (const auto& r : recs) {
+    auto it = external.find(r.correlation);
+    if (it == external.end() || it->second < 1 || it->second - 1 >= p.ops.size()) continue;
+    const size_t k = it->second - 1;
+    p.ops[k].ms += r.ms / forwards;
+    if (r.name[0] != '[') p.ops[k].kernels += 1.0 / forwards;
+    if (r.ms > longest[k]) longest[k] = r.ms, p.ops[k].kernel = r.name;
   }
-  p.kernels_per_forward = static_cast<double>(kernels) / forwards;
-  p.gpu_ms_per_forward = total / forwards;
-  p.top_kernels.assign(by_name.begin(), by_name.end());
-  std::sort(p.top_kernels.begin(), p.top_kernels.end(), [](auto& a, auto& b) { return a.second > b.second; });
-  if (p.top_kernels.size() > 15) p.top_kernels.resize(15);
 #endif
   return p;
 }

@@ -26,10 +26,22 @@ struct KernelProfile {
   std::map<std::string, double> group_ms;  // per forward
   std::map<std::string, double> group_count;
   std::vector<std::pair<std::string, double>> top_kernels;  // name, ms per forward, largest first
+  // Per op (cuda_profile_ops only), in graph order; index -1 is the input conversion.
+  struct Op {
+    int index = 0;
+    std::string name, kind, kernel;  // kernel: the op's longest kernel
+    double ms = 0;                   // kernel + copy time per forward
+    double kernels = 0;              // per forward
+  };
+  std::vector<Op> ops;
 };
 
 // Replays the engine's graph for `batch` `forwards` times under CUPTI (CUDA engines only).
 KernelProfile cuda_profile_forward(Engine& engine, int batch, int forwards = 10);
+// Eager forwards (one stream, no graph) with every launch tagged by its op through CUPTI
+// external correlation ids: the kernel time of each op. Kernel durations match the graph's;
+// what the graph adds (overlap across streams, no launch gaps) shows in cuda_profile_forward.
+KernelProfile cuda_profile_ops(Engine& engine, int batch, int forwards = 10);
 nlohmann::json to_json(const KernelProfile& p);
 
 }  // namespace detforge::bench

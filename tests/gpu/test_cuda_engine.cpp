@@ -2,6 +2,7 @@
 // deformable/top-k ops (those have kernel tests): against host loops in fp32 and fp16, batch
 // consistency, graph replay = eager, check_finite and load-time errors.
 #include "backends/cuda/cuda_engine.h"
+#include "bench/kernel_profile.h"
 #include "detforge/types.h"
 #include "gpu_test_util.h"
 #include "host_ref.h"
@@ -167,6 +168,69 @@ TEST_P(CudaEngineTest, BatchOfThreeEqualsThreeSingleRunsAndReplayEqualsEager) {
   auto two = e->run(px.data(), 2);
   EXPECT_TRUE(close(two[0].data, std::vector<float>(batch[0].data.begin(), batch[0].data.begin() + 2 * 73 * 16),
                     half ? 4e-3f : 1e-5f, half ? 4e-3f : 1e-5f));
+}
+
+// The captured graph spreads independent ops over streams (DETFORGE_CUDA_STREAMS, default 4):
+// same kernels on the same bytes, so the outputs equal the one-stream graph's bit for bit.
+TEST_P(CudaEngineTest, MultiStreamGraphEqualsOneStreamGraph) {
+  Net n = make_net();
+  EngineOptions opt;
+  opt.max_batch = 3;
+  opt.precision = GetParam();
+  const int px_n = 16 * 16 * 3;
+  auto px = random_vec(3 * px_n, 0, 1, 43);
+  std::vector<HostTensor> out[2];
+  int streams[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    setenv("DETFORGE_CUDA_STREAMS", k == 0 ? "1" : "4", 1);
+    auto eng = make_cuda_engine(n.g, opt);
+    unsetenv("DETFORGE_CUDA_STREAMS");
+    auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+    ASSERT_TRUE(e->graph_captured(3));
+    streams[k] = e->graph_streams(3);
+    for (int rep = 0; rep < 3; ++rep) out[k] = e->run(px.data(), 3);  // replays reuse the same bytes
+  }
+  EXPECT_EQ(streams[0], 1);
+  EXPECT_GT(streams[1], 1);  // the pooling branches and the token linear are independent
+  ASSERT_EQ(out[0].size(), out[1].size());
+  for (size_t o = 0; o < out[0].size(); ++o) EXPECT_EQ(out[0][o].data, out[1][o].data);
+}
+
+// bench --profile-ops: every kernel of an eager forward is attributed to the op that launched it.
+TEST(CudaEngine, OpProfileAttributesEveryKernelToItsOp) {
+  DETFORGE_REQUIRE_GPU();
+  Net n = make_net();
+  EngineOptions opt;
+  opt.max_batch = 2;
+  opt.precision = "fp16";
+  auto e = make_cuda_engine(n.g, opt);
+  auto p = bench::cuda_profile_ops(*e, 2, 3);
+  ASSERT_TRUE(p.available) << p.why;
+  ASSERT_EQ(p.ops.size(), n.g.ops.size() + 1);
+  EXPECT_EQ(p.ops[0].index, -1);
+  EXPECT_NEAR(p.ops[0].kernels, 1.0, 1e-9);  // the input conversion
+  double sum = 0;
+  for (size_t i = 1; i < p.ops.size(); ++i) {
+    const auto& o = p.ops[i];
+    EXPECT_EQ(o.name, n.g.ops[i - 1].name);
+    if (o.kind == "reshape") EXPECT_EQ(o.kernels, 0) << o.name;
+    if (o.kind == "conv2d" || o.kind == "linear" || o.kind == "layer_norm") EXPECT_GE(o.kernels, 1.0) << o.name;
+  }
+  for (const auto& o : p.ops) sum += o.ms;
+  // Only the output conversions (after the last op) are outside every op.
+  EXPECT_GT(sum, 0.0);
+  EXPECT_LE(sum, p.gpu_ms_per_forward * 1.0001);
+  EXPECT_GE(p.kernels_per_forward, 1.0 * n.g.ops.size() - 2);
+}
+
+TEST(CudaEngine, StreamCountOutsideOneToEightIsRefused) {
+  DETFORGE_REQUIRE_GPU();
+  Net n = make_net();
+  setenv("DETFORGE_CUDA_STREAMS", "9", 1);
+  EXPECT_THROW(make_cuda_engine(n.g, {}), Error);
+  setenv("DETFORGE_CUDA_STREAMS", "two", 1);
+  EXPECT_THROW(make_cuda_engine(n.g, {}), Error);
+  unsetenv("DETFORGE_CUDA_STREAMS");
 }
 
 INSTANTIATE_TEST_SUITE_P(Precision, CudaEngineTest, ::testing::Values("fp32", "fp16"),

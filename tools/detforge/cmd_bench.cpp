@@ -4,6 +4,8 @@
 // clock around Engine::run (src/bench/engine_bench). End-to-end: Detector::detect_batch from
 // decoded 640x480 images to detections (preprocess + upload + run + download + post-process).
 // Stability rule: the medians of the first and second half of the timed runs differ by <= 5 %.
+#include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "backends/engine.h"
@@ -24,7 +26,7 @@ namespace {
 struct BenchArgs {
   std::string bundle, backend = "cpu", json_out, precision;
   int batch = 1, warmup = 5, iters = 30, threads = 0;
-  bool profile = false;
+  bool profile = false, profile_ops = false, skip_e2e = false;
 };
 
 // A deterministic textured image (content does not change the cost).
@@ -59,6 +61,9 @@ void register_bench_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--precision", a->precision, "override the bundle's precision (fp32 | fp16)");
   cmd->add_flag("--profile", a->profile, "CUDA: kernel count and time per kernel group (CUPTI)");
+  cmd->add_flag("--profile-ops", a->profile_ops,
+                "CUDA: kernel time per op from eager forwards (CUPTI external correlation); the 25 largest are printed");
+  cmd->add_flag("--skip-e2e", a->skip_e2e, "time the engine only (no end-to-end detect() runs)");
   cmd->add_option("--json", a->json_out, "write the result as JSON");
   cmd->callback([a]() {
     if (!a->json_out.empty()) check_output_path(a->json_out);
@@ -71,7 +76,10 @@ void register_bench_command(CLI::App& app) {
                    : a->backend == "cpu" ? "fp32"
                                          : lb.header.value("precision", "fp32");
     note("bench: compiling engine (" + a->backend + ", " + eo.precision + ", batch " + std::to_string(a->batch) + ")");
+    const auto t_load = std::chrono::steady_clock::now();
     auto engine = make_engine(a->backend, lb.graph, eo);
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+    std::printf("engine load %.1f s (plans, kernel builds and graph capture)\n", load_s);
     std::vector<float> pixels(static_cast<size_t>(a->batch) * in[0] * in[1] * in[2]);
     uint32_t x = 7;
     for (auto& v : pixels) {
@@ -82,6 +90,7 @@ void register_bench_command(CLI::App& app) {
     nlohmann::json out = {{"bundle", a->bundle}, {"backend", a->backend}, {"precision", eo.precision},
                           {"batch", a->batch}, {"warmup", a->warmup}, {"iters", a->iters}};
     out["engine"] = bench::to_json(eng);
+    out["engine_load_s"] = load_s;
     out["engine_ms"] = bench::to_json(eng.engine);
     out["images_per_s"] = eng.images_per_s;
     out["engine_ms_p50"] = eng.engine.p50;
@@ -99,7 +108,34 @@ void register_bench_command(CLI::App& app) {
         std::printf("profile: unavailable (%s)\n", prof.why.c_str());
       }
     }
+    if (a->profile_ops) {
+      auto prof = bench::cuda_profile_ops(*engine, a->batch);
+      out["op_profile"] = bench::to_json(prof);
+      if (prof.available) {
+        auto ops = prof.ops;
+        double sum = 0;
+        for (auto& o : ops) sum += o.ms;
+        std::sort(ops.begin(), ops.end(), [](auto& x, auto& y) { return x.ms > y.ms; });
+        std::printf("op profile (eager, one stream): %.3f ms kernel time in %zu ops; largest:\n", sum, ops.size());
+        for (size_t k = 0; k < ops.size() && k < 25; ++k)
+          std::printf("  %4d %-14s %7.1f us %3.0f kernels  %s\n", ops[k].index, ops[k].kind.c_str(), ops[k].ms * 1e3,
+                      ops[k].kernels, ops[k].name.c_str());
+      } else {
+        std::printf("op profile: unavailable (%s)\n", prof.why.c_str());
+      }
+    }
+    if (eng.graph_streams > 0)
+      std::printf("graph: %d nodes, ops on %d streams with %d cross-stream waits\n", eng.graph_nodes,
+                  eng.graph_streams, eng.graph_waits);
     engine.reset();
+    out["stability_rule"] = "medians of the first and second half of the timed runs differ by <= 5%";
+    out["env"] = bench::capture_environment();
+    print_stats("engine", eng.engine);
+    std::printf("images/s (engine) %.1f\n", eng.images_per_s);
+    if (a->skip_e2e) {
+      if (!a->json_out.empty()) write_file_atomically(a->json_out, out.dump(2) + "\n");
+      return;
+    }
 
     DetectorOptions dopt;
     dopt.backend = a->backend;
@@ -111,11 +147,7 @@ void register_bench_command(CLI::App& app) {
     auto e2e = bench::summarize(bench::time_host([&] { det->detect_batch(images, 0.5f); }, a->warmup, a->iters));
     out["e2e_ms"] = bench::to_json(e2e);
     out["e2e_ms_p50"] = e2e.p50;
-    out["stability_rule"] = "medians of the first and second half of the timed runs differ by <= 5%";
-    out["env"] = bench::capture_environment();
-    print_stats("engine", eng.engine);
     print_stats("e2e", e2e);
-    std::printf("images/s (engine) %.1f\n", eng.images_per_s);
     if (!a->json_out.empty()) write_file_atomically(a->json_out, out.dump(2) + "\n");
   });
 }

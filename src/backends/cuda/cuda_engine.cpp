@@ -46,6 +46,17 @@ bool input_must_be_activation(OpKind k, size_t i) {
   }
 }
 
+int env_int(const char* name, int dflt, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end || x < lo || x > hi)
+    throw Error(std::string("cuda backend: ") + name + "=" + v + " is not an integer in " + std::to_string(lo) +
+                ".." + std::to_string(hi));
+  return static_cast<int>(x);
+}
+
 }  // namespace
 
 CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
@@ -57,6 +68,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
     throw Error("cuda backend: precision '" + precision_ + "' is not supported (fp32 | fp16)");
   half_ = precision_ == "fp16";
   if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
+  max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
+  conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
       throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");
@@ -124,9 +137,15 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
 
 CudaEngine::~CudaEngine() {
   if (stream_) cudaStreamSynchronize(stream_);
-  for (auto& p : plans_)
+  for (auto& p : plans_) {
     if (p && p->exec) cudaGraphExecDestroy(p->exec);
+    if (p)
+      for (auto ev : p->events)
+        if (ev) cudaEventDestroy(ev);
+  }
   plans_.clear();
+  for (auto* w : side_ws_) cudaFree(w);
+  for (auto st : side_) cudaStreamDestroy(st);
   image_input_.reset();
   for (auto* p : d_out32_) cudaFree(p);
   for (auto* p : h_out_) cudaFreeHost(p);
@@ -228,16 +247,86 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->fused.resize(g_.ops.size());
     np->lin.resize(g_.ops.size());
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
+    schedule(*np, batch);
     p = std::move(np);
   }
   return *p;
 }
 
-void CudaEngine::forward(BatchPlan& p, int batch, bool check) {
-  const TensorId in = g_.inputs[0];
-  f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_);
+void CudaEngine::schedule(BatchPlan& p, int batch) {
+  (void)batch;
+  // Entry 0 writes the graph input (the fp32 -> storage conversion); entry i + 1 is op i. Byte
+  // ranges are the arena extents of the slots (max_batch sized), so they are exact for any batch.
+  const size_t n = g_.ops.size() + 1;
+  std::vector<graph::OpAccess> acc(n);
+  auto range = [&](TensorId t) {
+    const Slot& r = slots_[slots_[t].root];
+    const size_t es = r.i32 ? 4 : (half_ ? 2 : 4);
+    const auto b = reinterpret_cast<uint64_t>(r.dev);
+    return graph::ByteRange{b, b + static_cast<uint64_t>(r.per_image) * max_batch_ * es};
+  };
+  acc[0].writes.push_back(range(g_.inputs[0]));
   for (size_t i = 0; i < g_.ops.size(); ++i) {
-    launch_op(i, p, batch);
+    const auto& op = g_.ops[i];
+    for (auto t : op.inputs)
+      if (t != graph::kNoTensor && !slots_[slots_[t].root].is_const) acc[i + 1].reads.push_back(range(t));
+    // A reshape only renames bytes: it reads its input so it follows the producer, writes nothing.
+    if (op.kind != OpKind::reshape)
+      for (auto t : op.outputs) acc[i + 1].writes.push_back(range(t));
+  }
+  p.sched = graph::schedule_streams(acc, max_streams_);
+  std::string why;
+  if (!graph::schedule_is_safe(acc, p.sched, &why)) throw Error("cuda backend: unsafe stream schedule: " + why);
+  p.events.assign(n, nullptr);
+  for (size_t e = 0; e < n; ++e)
+    if (p.sched.record[e]) DF_CUDA(cudaEventCreateWithFlags(&p.events[e], cudaEventDisableTiming));
+  while (static_cast<int>(side_.size()) + 1 < p.sched.streams) {
+    cudaStream_t st = nullptr;
+    void* ws = nullptr;
+    DF_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    DF_CUDA(cudaMalloc(&ws, workspace_bytes_));
+    side_.push_back(st);
+    side_ws_.push_back(ws);
+  }
+}
+
+void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
+                         const std::function<void(int, bool)>* hook) {
+  concurrent = concurrent && p.sched.streams > 1 && !check;
+  const auto& sc = p.sched;
+  auto stream_of = [&](size_t e) { return !concurrent || sc.stream[e] == 0 ? stream_ : side_[sc.stream[e] - 1]; };
+  auto ws_of = [&](size_t e) { return !concurrent || sc.stream[e] == 0 ? workspace_ : side_ws_[sc.stream[e] - 1]; };
+  // Fork and join events live as long as the plan (events[n..]): a capture may still refer to them.
+  const size_t n_ent = g_.ops.size() + 1;
+  if (concurrent && p.events.size() < n_ent + sc.streams) {
+    p.events.resize(n_ent + sc.streams, nullptr);
+    for (size_t k = n_ent; k < p.events.size(); ++k) DF_CUDA(cudaEventCreateWithFlags(&p.events[k], cudaEventDisableTiming));
+  }
+  if (concurrent) {
+    // Fork: every side stream joins the capture by waiting on an event of the origin stream.
+    cudaEvent_t fork = p.events[n_ent];
+    DF_CUDA(cudaEventRecord(fork, stream_));
+    for (int k = 1; k < sc.streams; ++k) DF_CUDA(cudaStreamWaitEvent(side_[k - 1], fork, 0));
+  }
+  auto before = [&](size_t e) {
+    if (!concurrent) return;
+    for (int w : sc.waits[e]) DF_CUDA(cudaStreamWaitEvent(stream_of(e), p.events[w], 0));
+  };
+  auto after = [&](size_t e) {
+    if (concurrent && sc.record[e]) DF_CUDA(cudaEventRecord(p.events[e], stream_of(e)));
+  };
+  const TensorId in = g_.inputs[0];
+  if (hook) (*hook)(-1, true);
+  before(0);
+  f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_of(0));
+  after(0);
+  if (hook) (*hook)(-1, false);
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    if (hook) (*hook)(static_cast<int>(i), true);
+    before(i + 1);
+    launch_op(i, p, batch, stream_of(i + 1), ws_of(i + 1));
+    after(i + 1);
+    if (hook) (*hook)(static_cast<int>(i), false);
     if (check && first_nonfinite_.empty()) {
       DF_CUDA(cudaMemsetAsync(d_count_, 0, sizeof(unsigned long long), stream_));
       for (auto t : g_.ops[i].outputs)
@@ -247,6 +336,14 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check) {
       DF_CUDA(cudaMemcpyAsync(&c, d_count_, sizeof(c), cudaMemcpyDeviceToHost, stream_));
       DF_CUDA(cudaStreamSynchronize(stream_));
       if (c) first_nonfinite_ = g_.ops[i].name + " (" + graph::op_kind_name(g_.ops[i].kind) + ")";
+    }
+  }
+  if (concurrent) {
+    // Join: the origin stream waits for every side stream's last op.
+    for (int k = 1; k < sc.streams; ++k) {
+      cudaEvent_t j = p.events[n_ent + k];
+      DF_CUDA(cudaEventRecord(j, side_[k - 1]));
+      DF_CUDA(cudaStreamWaitEvent(stream_, j, 0));
     }
   }
   for (size_t o = 0; o < g_.outputs.size(); ++o) {
@@ -268,7 +365,7 @@ void CudaEngine::prepare(int batch) {
   cudaGraph_t graph = nullptr;
   DF_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   try {
-    forward(p, batch, false);
+    forward(p, batch, false, /*concurrent=*/true);
   } catch (const std::exception& e) {
     p.capture_error = e.what();
   }
@@ -387,6 +484,19 @@ std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int
   return wait();
 }
 // --- end GPU preprocessing ---
+
+int CudaEngine::graph_streams(int batch) { return plan(batch).sched.streams; }
+int CudaEngine::graph_waits(int batch) {
+  int n = 0;
+  for (const auto& w : plan(batch).sched.waits) n += static_cast<int>(w.size());
+  return n;
+}
+
+void CudaEngine::run_eager_hooked(int batch, const std::function<void(int, bool)>& hook) {
+  prepare(batch);
+  forward(plan(batch), batch, false, false, &hook);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+}
 
 std::vector<HostTensor> CudaEngine::run_eager(const float* pixels, int batch) {
   BatchPlan& p = plan(batch);

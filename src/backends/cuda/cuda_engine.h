@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "backends/engine.h"
 #include "backends/image_input_spec.h"
 #include "detforge/types.h"
+#include "graph/stream_schedule.h"
 
 namespace detforge::cuda {
 
@@ -68,6 +70,14 @@ class CudaEngine : public Engine {
   size_t weight_bytes() const { return weight_bytes_; }
   // Eager (uncaptured) forward, for graph-replay-equals-eager tests.
   std::vector<HostTensor> run_eager(const float* pixels, int batch);
+  // Streams the captured graph of `batch` spreads its ops over (1 = sequential), and how many
+  // cross-stream waits that takes.
+  int graph_streams(int batch);
+  int graph_waits(int batch);
+  // Per-op profiling: one eager forward (single stream, current inputs) with hook(i, true)
+  // before op i's launches and hook(i, false) after; i == -1 is the input conversion.
+  void run_eager_hooked(int batch, const std::function<void(int, bool)>& hook);
+  const graph::Graph& graph() const { return g_; }
 
  private:
   struct BatchPlan {
@@ -76,6 +86,8 @@ class CudaEngine : public Engine {
     int n_fused = 0, n_unfused = 0;
     std::string unfused_why;  // first reason a conv was not fused
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
+    graph::StreamSchedule sched;       // entry 0: the input conversion, entry i+1: op i
+    std::vector<cudaEvent_t> events;   // per schedule entry that another stream waits for
     cudaGraphExec_t exec = nullptr;
     int nodes = 0;
     std::string capture_error;
@@ -91,8 +103,11 @@ class CudaEngine : public Engine {
   void upload_weights(const graph::Graph& g);
   void plan_memory();
   BatchPlan& plan(int batch);
-  void forward(BatchPlan& p, int batch, bool check);
-  void launch_op(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
+  // concurrent: ops on the plan's streams (graph capture only); otherwise all on stream_.
+  void forward(BatchPlan& p, int batch, bool check, bool concurrent = false,
+               const std::function<void(int, bool)>* hook = nullptr);
+  void schedule(BatchPlan& p, int batch);
+  void launch_op(size_t i, BatchPlan& p, int batch, cudaStream_t s, void* ws);  // cuda_ops.cpp
   void build_op_plan(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
   void* ptr(graph::TensorId t) const { return slots_[slots_[t].root].dev; }
   void upload_input(const float* pixels, int batch);
@@ -104,6 +119,8 @@ class CudaEngine : public Engine {
   bool half_ = false;
   bool check_finite_ = false;
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
+  int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
+  int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
   std::string precision_;
   std::string first_nonfinite_;
   int device_ = 0;
@@ -117,8 +134,10 @@ class CudaEngine : public Engine {
   size_t weight_bytes_ = 0;
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
-  void* workspace_ = nullptr;
+  void* workspace_ = nullptr;  // stream_'s; side stream k uses side_ws_[k - 1]
   size_t workspace_bytes_ = 0;
+  std::vector<cudaStream_t> side_;
+  std::vector<void*> side_ws_;
   float* d_in32_ = nullptr;             // fp32 pixels as uploaded
   float* h_in_ = nullptr;               // pinned
   std::vector<float*> d_out32_, h_out_;  // per graph output, fp32

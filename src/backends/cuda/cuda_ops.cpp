@@ -52,8 +52,19 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
                               std::to_string(s.kw) + "," + std::to_string(s.stride) + "," + std::to_string(s.pad) +
                               "," + std::to_string(bias) + std::to_string(res) + graph::act_name(op.act());
       auto it = fused_cache_.find(key);
-      if (it == fused_cache_.end())
-        it = fused_cache_.emplace(key, make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why)).first;
+      if (it == fused_cache_.end()) {
+        ConvTune tune;
+        tune.max_plans = conv_tune_;
+        tune.x = ptr(op.inputs[0]);
+        tune.w = ptr(op.inputs[1]);
+        tune.bias = bias ? ptr(op.inputs[2]) : nullptr;
+        tune.residual = res ? ptr(op.inputs[3]) : nullptr;
+        tune.y = ptr(op.outputs[0]);
+        tune.ws = workspace_;
+        tune.stream = stream_;
+        it = fused_cache_.emplace(key, make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why, &tune))
+                 .first;
+      }
       p.fused[i] = it->second;
       if (p.fused[i]) {
         ++p.n_fused;
@@ -75,9 +86,8 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   }
 }
 
-void CudaEngine::launch_op(size_t i, BatchPlan& p, int B) {
+void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* ws) {
   const graph::Op& op = g_.ops[i];
-  const cudaStream_t s = stream_;
   auto in = [&](size_t k) -> void* {
     return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor ? ptr(op.inputs[k]) : nullptr;
   };
@@ -88,10 +98,10 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B) {
   switch (op.kind) {
     case OpKind::conv2d: {
       if (p.fused[i]) {
-        p.fused[i]->run(in(0), in(1), in(2), in(3), y, workspace_, s);
+        p.fused[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
         break;
       }
-      p.conv[i]->run(in(0), in(1), y, workspace_, s);
+      p.conv[i]->run(in(0), in(1), y, ws, s);
       const Act act = op.act();
       if (in(2) || in(3) || act != Act::none)
         bias_act(y, in(2), in(3), y, n_out, static_cast<int>(oshape.back()), act, half_, s);
@@ -99,7 +109,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B) {
     }
     case OpKind::linear: {
       const int N = static_cast<int>(shape(1)[0]);
-      p.lin[i]->run(in(0), in(1), in(2), in(3), y, workspace_, s);
+      p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
       const Act act = op.act();
       const bool fused = act == Act::none || (act == Act::relu && !in(3));
       if (!fused) bias_act(y, nullptr, nullptr, y, n_out, N, act, half_, s);

@@ -22,9 +22,21 @@ class FusedConv {
                    cudaStream_t s) const = 0;
 };
 
+// Autotuning: with max_plans > 0, the first max_plans of cuDNN's heuristic (mode A) plans are
+// built and timed on these device buffers (contents are irrelevant to the time) and the
+// fastest is kept; otherwise the heuristic's first supported plan is used.
+struct ConvTune {
+  int max_plans = 0;
+  const void *x = nullptr, *w = nullptr, *bias = nullptr, *residual = nullptr;
+  void* y = nullptr;
+  void* ws = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
 // nullptr when unavailable (no frontend, unsupported pattern, or workspace above ws_limit);
-// `why` then says so.
+// `why` then says so. `plan_name`, when given, receives the chosen engine's name.
 std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, bool has_bias, bool has_residual,
-                                           graph::Act act, size_t ws_limit, std::string* why);
+                                           graph::Act act, size_t ws_limit, std::string* why,
+                                           const ConvTune* tune = nullptr, std::string* plan_name = nullptr);
 
 }  // namespace detforge::cuda
