@@ -17,7 +17,7 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 cli=$root/build-device/detforge
 [ -x "$cli" ] || { echo "ab_h200: $cli missing; run scripts/device_build.sh first"; exit 1; }
-bundle=$out/model.bundle
+bundle=${BUNDLE:-/tmp/detforge_ab_model.bundle}  # not under OUTDIR: 77 MiB
 [ -f "$bundle" ] || "$cli" build "${CHECKPOINT:-$root/models/demo}" -o "$bundle" >/dev/null || exit 1
 for v in "$@"; do
   name=${v%%:*}
