@@ -5,7 +5,9 @@
 #include <numeric>
 
 #include "backends/cuda/kernels/kernels.h"
+#include "detforge/types.h"
 #include "gpu_test_util.h"
+#include "host_ref.h"
 
 namespace detforge::test {
 namespace {
@@ -39,6 +41,46 @@ TEST_P(CudaKernel, LayerNormWithResidualMatchesHostLoop) {
       want[i * C + c] = static_cast<float>((x[i * C + c] + r[i * C + c] - m) / std::sqrt(v + 1e-5) * g[c] + b[c]);
   }
   EXPECT_TRUE(close(dy.download(), want, atol() * 2, rtol()));
+}
+
+// LayerNorm over rows of x (+ r when given; the add in fp32 as on the device), double statistics.
+std::vector<float> layer_norm_ref(const std::vector<float>& x, const std::vector<float>* r, const std::vector<float>& g,
+                                  const std::vector<float>& b, int rows, int C) {
+  std::vector<float> xr(x.begin(), x.begin() + (size_t)rows * C);
+  if (r)
+    for (size_t i = 0; i < xr.size(); ++i) xr[i] += (*r)[i];
+  return ref::layer_norm(xr, rows, C, g, b, 1e-5f);
+}
+
+TEST_P(CudaKernel, LayerNormVectorAndGenericPathsMatchHostLoop) {
+  // (rows, C, residual, element offset of x). C = 256..1024 with aligned pointers take the 16-byte
+  // kernel (v5; the decoder's 300 x 256 and the encoder's 8400 x 256 among them), C = 96 / 1280
+  // and an x one element off 16-byte alignment the generic one. Rows get different means (up to
+  // +-10) so a wrong mean, variance or channel order shows.
+  struct Case { int rows, C; bool res; int x_off; bool fast; };
+  const Case cases[] = {{300, 256, true, 0, true},  {300, 256, false, 0, true}, {8400, 256, true, 0, true},
+                        {37, 512, true, 0, true},   {5, 768, false, 0, true},   {33, 1024, true, 0, true},
+                        {33, 1024, false, 0, true}, {41, 96, true, 0, false},   {41, 96, false, 0, false},
+                        {19, 1280, true, 0, false}, {300, 256, true, 1, false}, {37, 512, false, 1, false}};
+  for (const Case& cs : cases) {
+    const int rows = cs.rows, C = cs.C;
+    SCOPED_TRACE("rows " + std::to_string(rows) + " C " + std::to_string(C) + (cs.res ? " +res" : "") +
+                 " x_off " + std::to_string(cs.x_off));
+    auto x = random_vec((size_t)rows * C, -3, 3, 70 + C + rows);
+    for (int i = 0; i < rows; ++i)
+      for (int c = 0; c < C; ++c) x[(size_t)i * C + c] += static_cast<float>((i * 7) % 21 - 10);
+    x = quantize(x, half());
+    auto r = quantize(random_vec((size_t)rows * C, -1, 1, 71 + C), half());
+    auto g = quantize(random_vec(C, 0.5, 1.5, 72 + C), half()), b = quantize(random_vec(C, -0.5, 0.5, 73 + C), half());
+    std::vector<float> xpad(cs.x_off, 0.f);  // x_off leading elements, then x
+    xpad.insert(xpad.end(), x.begin(), x.end());
+    DevBuf dx(xpad, half()), dr(r, half()), dg(g, half()), db(b, half()), dy((size_t)rows * C, half());
+    const void* px = static_cast<const char*>(dx.get()) + cs.x_off * (half() ? 2 : 4);
+    const void* pr = cs.res ? dr.get() : nullptr;
+    ASSERT_EQ(cuda::layer_norm_fast_path(px, pr, dg.get(), db.get(), dy.get(), C), cs.fast);
+    cuda::layer_norm(px, pr, dg.get(), db.get(), dy.get(), rows, C, 1e-5f, half(), nullptr);
+    EXPECT_TRUE(close(dy.download(), layer_norm_ref(x, cs.res ? &r : nullptr, g, b, rows, C), atol() * 2, rtol()));
+  }
 }
 
 // softmax(scale q k^T) v per head in double: o[B,L,C] from q[B,L,C], k/v[B,S,C].
@@ -213,6 +255,104 @@ TEST_P(CudaKernel, TopkRowsSortsByRowMaxWithLowerIndexFirstOnTies) {
   }
 }
 
+// topk_rows as the IR and the CPU kernel define it: row max with NaN winning, rows ordered NaN
+// first, then by value descending, equal values by lower index.
+std::vector<int32_t> topk_ref(const std::vector<float>& s, int B, int L, int N, int k) {
+  std::vector<int32_t> out;
+  for (int b = 0; b < B; ++b) {
+    std::vector<float> m(L);
+    for (int r = 0; r < L; ++r) {
+      const float* row = &s[((size_t)b * L + r) * N];
+      m[r] = row[0];
+      for (int c = 1; c < N; ++c)
+        if (row[c] > m[r] || std::isnan(row[c])) m[r] = row[c];
+    }
+    std::vector<int32_t> order(L);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int c) {
+      const bool na = std::isnan(m[a]), nc = std::isnan(m[c]);
+      if (na != nc) return na;
+      if (!na && m[a] != m[c]) return m[a] > m[c];
+      return a < c;
+    });
+    out.insert(out.end(), order.begin(), order.begin() + k);
+  }
+  return out;
+}
+
+// Runs topk_rows on scores uploaded `elem_off` elements past a 16-byte boundary.
+std::vector<int32_t> topk_dev(const std::vector<float>& s, int B, int L, int N, int k, bool half, int elem_off = 0) {
+  std::vector<float> pad(elem_off, 0.f);
+  pad.insert(pad.end(), s.begin(), s.end());
+  DevBuf ds(pad, half);
+  int32_t* didx = nullptr;
+  if (cudaMalloc(&didx, sizeof(int32_t) * B * k) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+  cudaMemset(didx, 0xff, sizeof(int32_t) * B * k);  // poison: -1
+  cuda::topk_rows(static_cast<const char*>(ds.get()) + elem_off * (half ? 2 : 4), didx, B, L, N, k, half, nullptr);
+  std::vector<int32_t> got((size_t)B * k);
+  cudaMemcpy(got.data(), didx, sizeof(int32_t) * B * k, cudaMemcpyDeviceToHost);
+  cudaFree(didx);
+  return got;
+}
+
+TEST_P(CudaKernel, TopkRowsWithManyTiesNanAndInfMatchesSortedHostReference) {
+  // The encoder's query selection (L = 8400, N = 8, k = 300) at batch 2, scores on a 1/64 grid
+  // (exact in fp16) so about 85 rows share each value near the k-th: the lowest-index ties must
+  // be taken and ordered. Image 0 has a NaN score (its row ranks first), a +inf and a -0 (ties
+  // with +0); image 1 has a whole NaN row and -inf rows. k = 1024 is the largest the selection
+  // kernel takes, 1500 the full-sort kernel. N = 8 is one 16-byte pack per fp16 row and two per
+  // fp32 row; N = 4 one per fp32 row and the scalar path in fp16; the unaligned pointer the
+  // scalar path in both.
+  const int B = 2, L = 8400;
+  for (int N : {8, 4}) {
+    auto s = random_vec((size_t)B * L * N, -8, 4, 80 + N);
+    for (auto& v : s) v = std::round(v * 64.f) / 64.f + 0.f;  // + 0: no -0 from rounding
+    s[((size_t)0 * L + 4000) * N + N - 1] = NAN;
+    s[((size_t)0 * L + 17) * N + 1] = INFINITY;
+    for (int c = 0; c < N; ++c) s[((size_t)0 * L + 5) * N + c] = c == 0 ? -0.f : -1.f;  // row max -0
+    for (int c = 0; c < N; ++c) s[((size_t)0 * L + 6) * N + c] = c == 0 ? 0.f : -1.f;   // row max +0
+    for (int c = 0; c < N; ++c) s[((size_t)1 * L + 8399) * N + c] = NAN;
+    for (int r = 200; r < 230; ++r)
+      for (int c = 0; c < N; ++c) s[((size_t)1 * L + r) * N + c] = -INFINITY;
+    s = quantize(s, half());
+    for (int k : {300, 1024, 1500, 8400}) {
+      for (int off : {0, 1}) {
+        SCOPED_TRACE("N " + std::to_string(N) + " k " + std::to_string(k) + " offset " + std::to_string(off));
+        const auto want = topk_ref(s, B, L, N, k);
+        ASSERT_EQ(want[0], 4000);
+        const auto got = topk_dev(s, B, L, N, k, half(), off);
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "image " << i / k << " rank " << i % k;
+      }
+    }
+  }
+}
+
+TEST_P(CudaKernel, TopkRowsSmallShapesIncludingKOneAndKAll) {
+  // L not a multiple of 32 (nor of the 1024 threads), k = 1 and k = L, a single row, and L = 3
+  // with all rows equal. Vector (N = 8) and scalar (N = 3) row loads. In image 0, rows 1 and 2
+  // hold -0 and +0 (the L = 3 case ties all three).
+  struct Case { int B, L, N; };
+  for (const Case& cs : {Case{2, 45, 8}, Case{3, 77, 3}, Case{1, 1, 8}, Case{2, 1061, 8}, Case{1, 3, 3}}) {
+    auto s = random_vec((size_t)cs.B * cs.L * cs.N, -2, 2, 90 + cs.L);
+    if (cs.L == 3) std::fill(s.begin(), s.end(), 0.5f);
+    for (size_t i = 0; i < s.size(); i += 5) s[i] = std::round(s[i] * 4.f) / 4.f + 0.f;  // some ties
+    if (cs.L >= 3)  // row maxima -0 (row 1) and +0 (row 2) are equal: row 1 first
+      for (int c = 0; c < cs.N; ++c) {
+        s[(size_t)1 * cs.N + c] = -0.f;
+        s[(size_t)2 * cs.N + c] = 0.f;
+      }
+    s = quantize(s, half());
+    for (int k : {1, cs.L / 2 + 1, cs.L}) {
+      if (k > cs.L) continue;
+      SCOPED_TRACE("B " + std::to_string(cs.B) + " L " + std::to_string(cs.L) + " N " + std::to_string(cs.N) +
+                   " k " + std::to_string(k));
+      const auto want = topk_ref(s, cs.B, cs.L, cs.N, k);
+      const auto got = topk_dev(s, cs.B, cs.L, cs.N, k, half());
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
 TEST_P(CudaKernel, GatherRowsAndBoxRefine) {
   const int B = 2, L = 50, K = 7, C = 24;
   auto x = quantize(random_vec((size_t)B * L * C, -1, 1, 13), half());
@@ -322,6 +462,69 @@ TEST_P(CudaKernel, UpsampleAndConcatCopyExactlyOnVectorAndScalarPaths) {
     }
     EXPECT_TRUE(close(dy.download(), want, 0, 0));
   }
+}
+
+// Runs the one-launch concat of `widths` (element columns, in the order given at `offsets`)
+// over y[outer, ld] holding `init`, and checks it against a host copy: covered columns hold
+// their part, the others keep `init`. src_off shifts each part's pointer by that many elements.
+void check_concat(const std::vector<int64_t>& widths, const std::vector<int64_t>& offsets, int64_t outer, int64_t ld,
+                  bool half, const std::vector<int>& src_off, uint32_t seed) {
+  auto want = quantize(random_vec((size_t)(outer * ld), -4, 4, seed), half);
+  DevBuf dy(want, half);
+  std::vector<std::unique_ptr<DevBuf>> bufs;
+  std::vector<cuda::ConcatPart> parts;
+  for (size_t p = 0; p < widths.size(); ++p) {
+    const int64_t w = widths[p], off = offsets[p];
+    auto x = quantize(random_vec((size_t)(outer * w), -4, 4, seed + 1 + (uint32_t)p), half);
+    std::vector<float> pad(src_off[p], 0.f);
+    pad.insert(pad.end(), x.begin(), x.end());
+    bufs.push_back(std::make_unique<DevBuf>(pad, half));
+    parts.push_back({static_cast<const char*>(bufs.back()->get()) + src_off[p] * (half ? 2 : 4), w, off});
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < w; ++j) want[o * ld + off + j] = x[o * w + j];
+  }
+  cuda::concat(parts.data(), (int)parts.size(), dy.get(), outer, ld, half, nullptr);
+  EXPECT_TRUE(close(dy.download(), want, 0, 0));
+}
+
+TEST_P(CudaKernel, MultiPartConcatCopiesEveryPartExactlyOnce) {
+  const std::vector<int> aligned(10, 0);
+  {
+    SCOPED_TRACE("channels 256 + 256 (16-byte path)");
+    check_concat({256, 256}, {0, 256}, 100, 512, half(), aligned, 100);
+  }
+  {
+    // The encoder's row concat of the three levels at batch 2: outer = B, inner = rows * 256.
+    SCOPED_TRACE("rows 6400 + 1600 + 400 of 256, batch 2 (16-byte path)");
+    check_concat({6400 * 256, 1600 * 256, 400 * 256}, {0, 6400 * 256, 8000 * 256}, 2, 8400 * 256, half(), aligned,
+                 110);
+  }
+  {
+    SCOPED_TRACE("widths 3 + 5 + 7 given out of order (scalar path)");
+    check_concat({7, 3, 5}, {8, 0, 3}, 37, 15, half(), aligned, 120);
+  }
+  {
+    SCOPED_TRACE("aligned widths, one source one element off 16 bytes (scalar path)");
+    check_concat({16, 8, 24}, {0, 16, 24}, 29, 48, half(), {0, 1, 0}, 130);
+  }
+  {
+    SCOPED_TRACE("columns 8..16 and 40..48 of 48 left alone (16-byte path)");
+    check_concat({8, 24}, {0, 16}, 13, 48, half(), aligned, 140);
+  }
+  {
+    SCOPED_TRACE("10 parts of width 4: more than one launch takes");
+    std::vector<int64_t> w(10, 4), off(10);
+    for (int p = 0; p < 10; ++p) off[p] = 4 * p;
+    check_concat(w, off, 11, 40, half(), aligned, 150);
+  }
+  {
+    SCOPED_TRACE("an empty part among three");
+    check_concat({8, 0, 8}, {0, 8, 8}, 7, 16, half(), aligned, 160);
+  }
+  cuda::ConcatPart bad[2] = {{nullptr, 8, 0}, {nullptr, 8, 4}};
+  EXPECT_THROW(cuda::concat(bad, 2, nullptr, 4, 16, half(), nullptr), Error) << "overlapping parts";
+  bad[1].offset = 12;
+  EXPECT_THROW(cuda::concat(bad, 2, nullptr, 4, 16, half(), nullptr), Error) << "part past ld";
 }
 
 TEST_P(CudaKernel, AddBroadcastAndMulRowsMatchHostLoop) {

@@ -51,6 +51,27 @@ struct alignas(16) Pack {
 };
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// An NHWC index (of elements, or of 16-byte packs with C counted in packs) split into its
+// coordinates: i = ((b * H + y) * W + x) * C + c; `row` = b * H + y, the image row, for kernels
+// that need no separate b and y (the unused fields cost nothing once inlined). I: the index type
+// (int where the caller has checked the range: int64 divides are the slow part of copy kernels).
+template <class I>
+struct NhwcCoord {
+  int b, y, x, c;
+  I row;
+};
+template <class I>
+__device__ __forceinline__ NhwcCoord<I> nhwc_coord(I i, int H, int W, int C) {
+  NhwcCoord<I> r;
+  r.c = static_cast<int>(i % C);
+  const I t = i / C;
+  r.x = static_cast<int>(t % W);
+  r.row = t / W;
+  r.y = static_cast<int>(r.row % H);
+  r.b = static_cast<int>(r.row / H);
+  return r;
+}
+
 // Dispatch a templated launch on the storage type.
 #define DF_DISPATCH(half, T, ...)       \
   if (half) {                           \

@@ -5,6 +5,10 @@
 // v4: 16-byte copies when inner, ld, off (in elements) and both pointers are multiples of 16
 // bytes; the 2-byte scalar copy (kept for the rest) took 1.22 ms of the 13.3 ms fp16 batch-32
 // forward on the H200 (CUPTI).
+// v5: concat() copies up to kMaxConcatParts inputs in one launch (a thread per output element or
+// pack finds its part among the parameters): at batch 1 the five concats of the r18vd forward
+// were 12 concat_part launches of a 187-kernel, 1.0 ms forward (H200 CUPTI), each one mostly
+// launch latency.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -28,7 +32,99 @@ __global__ void concat_part_vec_k(const uint4* x, uint4* y, I outer, I inner, I 
     y[o * ldy + off + j] = x[i];
   }
 }
+// The parts of one concat, as kernel parameters, in the kernel's units (elements or packs).
+template <class I>
+struct PartsArg {
+  const void* src[kMaxConcatParts];
+  I inner[kMaxConcatParts], off[kMaxConcatParts];
+  int n;
+};
+
+// y[o, j] for every output element (or 16-byte pack, V = uint4) of y[outer, ld]: the part whose
+// columns [off, off + inner) hold j supplies it; columns no part covers are left alone. V is a
+// raw storage type (the copy is bit-exact). The part loop is unrolled so the parameters are
+// read by constant index.
+template <class V, class I>
+__global__ void concat_k(PartsArg<I> a, V* y, I outer, I ld) {
+  const I n = outer * ld;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    const I o = i / ld, j = i - o * ld;
+    const V* src = nullptr;
+    I inner = 0, off = 0;
+#pragma unroll
+    for (int q = 0; q < kMaxConcatParts; ++q)
+      if (q < a.n && j >= a.off[q] && j < a.off[q] + a.inner[q]) {
+        src = static_cast<const V*>(a.src[q]);
+        inner = a.inner[q];
+        off = a.off[q];
+      }
+    if (src) y[i] = src[o * inner + (j - off)];
+  }
+}
+
+// div: elements per kernel unit (1, or the pack size).
+template <class V, class I>
+void launch_concat(const ConcatPart* parts, int n, void* y, int64_t outer, int64_t ld, int64_t div, cudaStream_t s) {
+  PartsArg<I> a{};
+  a.n = n;
+  for (int q = 0; q < n; ++q) {
+    a.src[q] = parts[q].src;
+    a.inner[q] = static_cast<I>(parts[q].inner / div);
+    a.off[q] = static_cast<I>(parts[q].offset / div);
+  }
+  const int64_t total = outer * (ld / div);
+  concat_k<V, I><<<blocks_for(total, 256), 256, 0, s>>>(a, static_cast<V*>(y), static_cast<I>(outer),
+                                                         static_cast<I>(ld / div));
+}
+
+template <class V>
+void launch_concat_any(const ConcatPart* parts, int n, void* y, int64_t outer, int64_t ld, int64_t div,
+                       cudaStream_t s) {
+  // 2^28: the most threads blocks_for launches (the grid-stride overshoot).
+  if (outer * (ld / div) + (int64_t{1} << 28) < INT32_MAX)
+    launch_concat<V, int>(parts, n, y, outer, ld, div, s);
+  else
+    launch_concat<V, int64_t>(parts, n, y, outer, ld, div, s);
+}
 }  // namespace
+
+void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_t ld, bool half, cudaStream_t s) {
+  if (n_parts < 0 || outer < 0 || ld < 0) throw Error("concat: negative size");
+  for (int q = 0; q < n_parts; ++q) {
+    const ConcatPart& p = parts[q];
+    if (p.inner < 0 || p.offset < 0 || p.offset + p.inner > ld)
+      throw Error("concat: part " + std::to_string(q) + " (columns " + std::to_string(p.offset) + " + " +
+                  std::to_string(p.inner) + ") outside the " + std::to_string(ld) + " output columns");
+    for (int r = 0; r < q; ++r)
+      if (p.inner > 0 && parts[r].inner > 0 && p.offset < parts[r].offset + parts[r].inner &&
+          parts[r].offset < p.offset + p.inner)
+        throw Error("concat: parts " + std::to_string(r) + " and " + std::to_string(q) + " overlap");
+  }
+  ConcatPart used[kMaxConcatParts];
+  int n = 0;
+  for (int q = 0; q < n_parts; ++q) {
+    if (parts[q].inner == 0) continue;
+    if (n == kMaxConcatParts) {  // more parts than one launch takes: one copy per part
+      for (int r = 0; r < n_parts; ++r)
+        if (parts[r].inner > 0)
+          concat_part(parts[r].src, y, outer, parts[r].inner, ld, parts[r].offset, half, s);
+      return;
+    }
+    used[n++] = parts[q];
+  }
+  if (n == 0 || outer == 0) return;
+  const int vec = half ? 8 : 4;
+  bool vector = ld % vec == 0 && aligned16(y);
+  for (int q = 0; q < n; ++q)
+    vector = vector && used[q].inner % vec == 0 && used[q].offset % vec == 0 && aligned16(used[q].src);
+  if (vector)
+    launch_concat_any<uint4>(used, n, y, outer, ld, vec, s);
+  else if (half)
+    launch_concat_any<uint16_t>(used, n, y, outer, ld, 1, s);
+  else
+    launch_concat_any<uint32_t>(used, n, y, outer, ld, 1, s);
+  DF_CUDA_LAUNCH();
+}
 
 void concat_part(const void* x, void* y, int64_t outer, int64_t inner, int64_t ldy, int64_t off, bool half,
                  cudaStream_t s) {

@@ -31,8 +31,11 @@ void i32_to_f32(const int32_t* x, float* y, int64_t n, cudaStream_t s);
 void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s);
 
 // layer_norm.cu: y = LN(x (+res)) over the last dim C, rows = batch*L. Statistics in fp32.
+// C in {256, 512, 768, 1024} with 16-byte aligned pointers takes a 16-byte vector kernel, other
+// shapes a generic one; layer_norm_fast_path says which (for tests and profiles).
 void layer_norm(const void* x, const void* res, const void* gamma, const void* beta, void* y, int64_t rows, int C,
                 float eps, bool half, cudaStream_t s);
+bool layer_norm_fast_path(const void* x, const void* res, const void* gamma, const void* beta, const void* y, int C);
 
 // attention.cu: q[B,L,C], k[B,S,C], v[B,S,C] -> o[B,L,C]; heads split C. Softmax in fp32.
 void attention(const void* q, const void* k, const void* v, void* o, int B, int L, int S, int C, int heads,
@@ -71,5 +74,16 @@ void upsample_nearest2x(const void* x, void* y, int B, int H, int W, int C, bool
 // concat.cu: copies x[outer, inner] into y[outer, ld] at column offset `off` (element units).
 void concat_part(const void* x, void* y, int64_t outer, int64_t inner, int64_t ld, int64_t off, bool half,
                  cudaStream_t s);
+// One launch for a whole concat: part q copies src[outer, inner] into y[:, offset:offset+inner]
+// (element units). Parts must not overlap; columns no part covers are left as they are.
+// 16-byte copies when every inner, offset, ld and pointer allows, else 2/4-byte ones; more than
+// kMaxConcatParts (non-empty) parts fall back to one concat_part per part.
+struct ConcatPart {
+  const void* src;
+  int64_t inner;
+  int64_t offset;
+};
+constexpr int kMaxConcatParts = 8;
+void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_t ld, bool half, cudaStream_t s);
 
 }  // namespace detforge::cuda

@@ -14,12 +14,8 @@ template <class T, bool kMax>
 __global__ void pool_k(const T* x, T* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad) {
   const int64_t n = (int64_t)B * Ho * Wo * C;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const int c = i % C;
-    int64_t t = i / C;
-    const int ox = t % Wo;
-    t /= Wo;
-    const int oy = t % Ho;
-    const int b = static_cast<int>(t / Ho);
+    const NhwcCoord<int64_t> o = nhwc_coord(i, Ho, Wo, C);
+    const int c = o.c, ox = o.x, oy = o.y, b = o.b;
     float acc = kMax ? -INFINITY : 0.f;
     int cnt = 0;
     for (int dy = 0; dy < k; ++dy) {
@@ -46,12 +42,8 @@ __global__ void pool_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, int W, in
   constexpr int N = Pack<T>::N;
   const I n = (I)B * Ho * Wo * Cp;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-    const int c = i % Cp;
-    I t = i / Cp;
-    const int ox = t % Wo;
-    t /= Wo;
-    const int oy = t % Ho;
-    const int b = static_cast<int>(t / Ho);
+    const NhwcCoord<I> o = nhwc_coord(i, Ho, Wo, Cp);
+    const int c = o.c, ox = o.x, oy = o.y, b = o.b;
     float acc[N];
 #pragma unroll
     for (int e = 0; e < N; ++e) acc[e] = kMax ? -INFINITY : 0.f;

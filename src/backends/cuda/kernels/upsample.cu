@@ -14,13 +14,8 @@ __global__ void upsample2x_k(const T* x, T* y, int B, int H, int W, int C) {
   const int Wo = 2 * W, Ho = 2 * H;
   const int64_t n = (int64_t)B * Ho * Wo * C;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const int c = i % C;
-    int64_t t = i / C;
-    const int ox = t % Wo;
-    t /= Wo;
-    const int oy = t % Ho;
-    const int64_t b = t / Ho;
-    y[i] = x[((b * H + oy / 2) * W + ox / 2) * C + c];
+    const NhwcCoord<int64_t> o = nhwc_coord(i, Ho, Wo, C);
+    y[i] = x[(((int64_t)o.b * H + o.y / 2) * W + o.x / 2) * C + o.c];
   }
 }
 
@@ -29,18 +24,15 @@ __global__ void upsample2x_k(const T* x, T* y, int B, int H, int W, int C) {
 template <class I>
 __global__ void upsample2x_vec_k(const uint4* x, uint4* y, int B, int H, int W, int Cp) {
   const I n = (I)B * H * W * Cp;
-  const int64_t row = (int64_t)2 * W * Cp;  // one output row, in packs
+  const int64_t orow = (int64_t)2 * W * Cp;  // one output row, in packs
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-    const int c = i % Cp;
-    I t = i / Cp;
-    const int ix = t % W;
-    t /= W;  // b * H + iy
+    const NhwcCoord<I> p = nhwc_coord(i, H, W, Cp);  // p.row = b * H + iy
     const uint4 v = x[i];
-    uint4* o = y + (2 * (int64_t)t) * row + (int64_t)(2 * ix) * Cp + c;  // output row 2*iy of image b
+    uint4* o = y + (2 * (int64_t)p.row) * orow + (int64_t)(2 * p.x) * Cp + p.c;  // output row 2*iy of image b
     o[0] = v;
     o[Cp] = v;
-    o[row] = v;
-    o[row + Cp] = v;
+    o[orow] = v;
+    o[orow + Cp] = v;
   }
 }
 }  // namespace
