@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/image_input.h"
+#include "backends/cuda/kernels/conv_stem.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "graph/memory_plan.h"
 #include "core/half.h"
@@ -70,6 +71,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
+  own_conv_ = own_conv_mode_from_env();
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
       throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");
@@ -116,6 +118,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   }
   upload_weights(g);
   plan_memory();
+  find_stem_op();
 
   const int64_t in_n = g_.tensor(g_.inputs[0]).numel() * max_batch_;
   DF_CUDA(cudaMalloc(&d_in32_, sizeof(float) * in_n));
@@ -204,6 +207,18 @@ void CudaEngine::upload_weights(const graph::Graph& g) {
     if (g.tensors[i].is_const && used[i]) slots_[i].dev = static_cast<char*>(weights_) + off[i];
 }
 
+void CudaEngine::find_stem_op() {
+  if (env_int("DETFORGE_CUDA_STEM", 1, 0, 1) == 0) return;
+  int consumer = -1, uses = 0;
+  for (size_t i = 0; i < g_.ops.size(); ++i)
+    for (auto t : g_.ops[i].inputs)
+      if (t == g_.inputs[0]) ++uses, consumer = static_cast<int>(i);
+  if (uses != 1 || g_.ops[consumer].kind != OpKind::conv2d || g_.ops[consumer].inputs.size() > 3) return;
+  for (auto t : g_.outputs)
+    if (t == g_.inputs[0]) return;
+  if (conv_stem_supported(conv_shape(consumer, 1))) stem_op_ = consumer;
+}
+
 void CudaEngine::plan_memory() {
   const int n_ops = static_cast<int>(g_.ops.size());
   std::vector<int> roots;
@@ -245,6 +260,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     auto np = std::make_unique<BatchPlan>();
     np->conv.resize(g_.ops.size());
     np->fused.resize(g_.ops.size());
+    np->own_conv.assign(g_.ops.size(), -1);
     np->lin.resize(g_.ops.size());
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     schedule(*np, batch);
@@ -318,7 +334,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
   const TensorId in = g_.inputs[0];
   if (hook) (*hook)(-1, true);
   before(0);
-  f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_of(0));
+  if (stem_op_ < 0) f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_of(0));
   after(0);
   if (hook) (*hook)(-1, false);
   for (size_t i = 0; i < g_.ops.size(); ++i) {
@@ -399,8 +415,10 @@ int CudaEngine::graph_nodes(int batch) {
 }
 std::string CudaEngine::conv_fusion_summary(int batch) {
   BatchPlan& p = plan(batch);
-  return std::to_string(p.n_fused) + " convs fused in cuDNN, " + std::to_string(p.n_unfused) + " with a separate epilogue" +
-         (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")");
+  return std::to_string(p.n_own) + " convs on own implicit-GEMM kernels, " + std::to_string(p.n_fused - p.n_own) +
+         " fused in cuDNN, " + std::to_string(p.n_unfused) + " with a separate epilogue" +
+         (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")") + "; " +
+         std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels";
 }
 bool CudaEngine::graph_captured(int batch) {
   prepare(batch);

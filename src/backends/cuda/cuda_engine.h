@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/conv_select.h"
 #include "backends/cuda/cublaslt_linear.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/cudnn_fused_conv.h"
@@ -83,7 +84,8 @@ class CudaEngine : public Engine {
   struct BatchPlan {
     std::vector<std::unique_ptr<CudnnConv>> conv;  // by op index
     std::vector<std::shared_ptr<FusedConv>> fused;  // by op index (fp16 with the cuDNN frontend)
-    int n_fused = 0, n_unfused = 0;
+    std::vector<int> own_conv;  // by op index (conv2d, linear): conv_igemm variant, -1 = cuDNN / cuBLASLt
+    int n_fused = 0, n_unfused = 0, n_own = 0, n_own_linear = 0;
     std::string unfused_why;  // first reason a conv was not fused
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
     graph::StreamSchedule sched;       // entry 0: the input conversion, entry i+1: op i
@@ -102,6 +104,7 @@ class CudaEngine : public Engine {
 
   void upload_weights(const graph::Graph& g);
   void plan_memory();
+  void find_stem_op();
   BatchPlan& plan(int batch);
   // concurrent: ops on the plan's streams (graph capture only); otherwise all on stream_.
   void forward(BatchPlan& p, int batch, bool check, bool concurrent = false,
@@ -109,6 +112,7 @@ class CudaEngine : public Engine {
   void schedule(BatchPlan& p, int batch);
   void launch_op(size_t i, BatchPlan& p, int batch, cudaStream_t s, void* ws);  // cuda_ops.cpp
   void build_op_plan(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
+  ConvShape conv_shape(size_t i, int batch) const;        // cuda_ops.cpp
   void* ptr(graph::TensorId t) const { return slots_[slots_[t].root].dev; }
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
@@ -121,6 +125,7 @@ class CudaEngine : public Engine {
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
+  int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=0: off
   std::string precision_;
   std::string first_nonfinite_;
   int device_ = 0;
@@ -146,6 +151,8 @@ class CudaEngine : public Engine {
   // Fused convs by shape/epilogue key: a cuDNN graph is pointer-free, so equal shapes share one
   // built plan (runtime-fusion engines compile with NVRTC when built; each one costs time).
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
+  OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)
+  std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   int pending_batch_ = 0;
   std::unique_ptr<ImageInput> image_input_;  // gpu-preprocess: created by the first run_images()
 };

@@ -4,6 +4,8 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/kernels/conv_igemm.h"
+#include "backends/cuda/kernels/conv_stem.h"
 #include "backends/cuda/kernels/kernels.h"
 
 namespace detforge::cuda {
@@ -21,29 +23,46 @@ int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
   return n;
 }
 int attr_or(const graph::Op& op, const char* k, int dflt) { return op.attrs.contains(k) ? op.attr_int(k) : dflt; }
+// y[rows, N] = x[rows, K] W[N, K]^T as a 1x1 convolution of one image of rows x 1 pixels.
+ConvShape linear_as_conv(int64_t rows, int N, int K) {
+  ConvShape s;
+  s.B = 1;
+  s.H = s.Ho = static_cast<int>(rows);
+  s.W = s.Wo = 1;
+  s.Ci = K;
+  s.Co = N;
+  return s;
+}
 }  // namespace
+
+ConvShape CudaEngine::conv_shape(size_t i, int batch) const {
+  const graph::Op& op = g_.ops[i];
+  const auto& x = g_.tensor(op.inputs[0]).shape;
+  const auto& w = g_.tensor(op.inputs[1]).shape;
+  const auto& y = g_.tensor(op.outputs[0]).shape;
+  if (x.size() != 3 || w.size() != 4 || y.size() != 3) throw Error("cuda backend: conv " + op.name + " needs NHWC");
+  ConvShape s;
+  s.B = batch;
+  s.H = static_cast<int>(x[0]);
+  s.W = static_cast<int>(x[1]);
+  s.Ci = static_cast<int>(x[2]);
+  s.Co = static_cast<int>(w[0]);
+  s.kh = static_cast<int>(w[2]);
+  s.kw = static_cast<int>(w[3]);
+  s.stride = attr_or(op, "stride", 1);
+  s.pad = attr_or(op, "pad", 0);
+  s.Ho = static_cast<int>(y[0]);
+  s.Wo = static_cast<int>(y[1]);
+  if (w[1] != s.Ci) throw Error("cuda backend: conv " + op.name + " weight has " + std::to_string(w[1]) +
+                                " input channels, the input has " + std::to_string(s.Ci));
+  return s;
+}
 
 void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   const graph::Op& op = g_.ops[i];
+  if (op.kind == OpKind::conv2d && static_cast<int>(i) == stem_op_) return;  // conv_stem needs no plan
   if (op.kind == OpKind::conv2d) {
-    const auto& x = g_.tensor(op.inputs[0]).shape;
-    const auto& w = g_.tensor(op.inputs[1]).shape;
-    const auto& y = g_.tensor(op.outputs[0]).shape;
-    if (x.size() != 3 || w.size() != 4 || y.size() != 3) throw Error("cuda backend: conv " + op.name + " needs NHWC");
-    ConvShape s;
-    s.B = batch;
-    s.H = static_cast<int>(x[0]);
-    s.W = static_cast<int>(x[1]);
-    s.Ci = static_cast<int>(x[2]);
-    s.Co = static_cast<int>(w[0]);
-    s.kh = static_cast<int>(w[2]);
-    s.kw = static_cast<int>(w[3]);
-    s.stride = attr_or(op, "stride", 1);
-    s.pad = attr_or(op, "pad", 0);
-    s.Ho = static_cast<int>(y[0]);
-    s.Wo = static_cast<int>(y[1]);
-    if (w[1] != s.Ci) throw Error("cuda backend: conv " + op.name + " weight has " + std::to_string(w[1]) +
-                                  " input channels, the input has " + std::to_string(s.Ci));
+    const ConvShape s = conv_shape(i, batch);
     const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
     if (half_ && fuse_conv_) {
       std::string why = "unsupported (cached)";
@@ -66,7 +85,26 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
                  .first;
       }
       p.fused[i] = it->second;
-      if (p.fused[i]) {
+      if (p.fused[i] || own_conv_ == OwnConvMode::force) {
+        auto oc = own_conv_cache_.find(key);
+        if (oc == own_conv_cache_.end()) {
+          ConvBuffers cb;
+          cb.x = ptr(op.inputs[0]);
+          cb.w = ptr(op.inputs[1]);
+          cb.bias = bias ? ptr(op.inputs[2]) : nullptr;
+          cb.res = res ? ptr(op.inputs[3]) : nullptr;
+          cb.y = ptr(op.outputs[0]);
+          cb.ws = workspace_;
+          cb.ws_bytes = workspace_bytes_;
+          cb.stream = stream_;
+          std::function<void()> ref;
+          if (auto* f = p.fused[i].get()) ref = [f, cb] { f->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
+          oc = own_conv_cache_.emplace(key, choose_conv(ref, s, op.act(), cb, own_conv_)).first;
+        }
+        p.own_conv[i] = oc->second.variant;
+        if (p.own_conv[i] >= 0) ++p.n_own;
+      }
+      if (p.fused[i] || p.own_conv[i] >= 0) {
         ++p.n_fused;
         return;
       }
@@ -83,6 +121,30 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const bool relu = op.act() == Act::relu && !res;
     p.lin[i] = std::make_unique<LtLinear>(lt_, static_cast<int>(rows), N, K, half_, bias, relu, res,
                                           std::min(kLtWorkspace, workspace_bytes_), op_label(op));
+    if (half_ && own_conv_ != OwnConvMode::off) {
+      // A linear is a 1x1 convolution over `rows` pixels: our implicit-GEMM variants compete
+      // with cuBLASLt, whose tiny GEMMs (300 x 256 x 256) take ~3 us each at batch 1.
+      const std::string key = "linear," + std::to_string(rows) + "," + std::to_string(N) + "," + std::to_string(K) +
+                               "," + std::to_string(bias) + std::to_string(res) + std::to_string(relu);
+      auto oc = own_conv_cache_.find(key);
+      if (oc == own_conv_cache_.end()) {
+        ConvBuffers cb;
+        cb.x = ptr(op.inputs[0]);
+        cb.w = ptr(op.inputs[1]);
+        cb.bias = bias ? ptr(op.inputs[2]) : nullptr;
+        cb.res = res ? ptr(op.inputs[3]) : nullptr;
+        cb.y = ptr(op.outputs[0]);
+        cb.ws = workspace_;
+        cb.ws_bytes = workspace_bytes_;
+        cb.stream = stream_;
+        const LtLinear* lt = p.lin[i].get();
+        std::function<void()> ref = [lt, cb] { lt->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
+        oc = own_conv_cache_.emplace(key, choose_conv(ref, linear_as_conv(rows, N, K), relu ? Act::relu : Act::none,
+                                                      cb, own_conv_)).first;
+      }
+      p.own_conv[i] = oc->second.variant;
+      if (p.own_conv[i] >= 0) ++p.n_own_linear;
+    }
   }
 }
 
@@ -97,6 +159,14 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
   const int64_t n_out = g_.tensor(op.outputs[0]).numel() * B;
   switch (op.kind) {
     case OpKind::conv2d: {
+      if (static_cast<int>(i) == stem_op_) {
+        conv_stem(d_in32_, in(1), in(2), y, conv_shape(i, B), op.act(), half_, s);
+        break;
+      }
+      if (p.own_conv[i] >= 0) {
+        conv_igemm(in(0), in(1), in(2), in(3), y, conv_shape(i, B), op.act(), p.own_conv[i], ws, s);
+        break;
+      }
       if (p.fused[i]) {
         p.fused[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
         break;
@@ -109,9 +179,15 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
     }
     case OpKind::linear: {
       const int N = static_cast<int>(shape(1)[0]);
-      p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
       const Act act = op.act();
       const bool fused = act == Act::none || (act == Act::relu && !in(3));
+      if (p.own_conv[i] >= 0) {
+        const int K = static_cast<int>(shape(1)[1]);
+        conv_igemm(in(0), in(1), in(2), in(3), y, linear_as_conv(n_out / N, N, K),
+                   act == Act::relu && !in(3) ? Act::relu : Act::none, p.own_conv[i], ws, s);
+      } else {
+        p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
+      }
       if (!fused) bias_act(y, nullptr, nullptr, y, n_out, N, act, half_, s);
       break;
     }
@@ -132,12 +208,15 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       const int axis = op.attr_int("axis");
       const int64_t outer = prod(oshape, 0, axis) * B;
       const int64_t ld = prod(oshape, axis, oshape.size());
+      // One launch for all parts (the 5 concats of r18vd were 11 launches, 16.5 us at batch 1).
+      std::vector<ConcatPart> parts;
       int64_t off = 0;
       for (size_t k = 0; k < op.inputs.size(); ++k) {
         const int64_t inner = prod(shape(k), axis, shape(k).size());
-        concat_part(in(k), y, outer, inner, ld, off, half_, s);
+        parts.push_back({in(k), inner, off});
         off += inner;
       }
+      concat(parts.data(), static_cast<int>(parts.size()), y, outer, ld, half_, s);
       break;
     }
     case OpKind::add: {

@@ -1,0 +1,102 @@
+#include "backends/cuda/conv_select.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/conv_igemm.h"
+#include "core/half.h"
+
+namespace detforge::cuda {
+
+namespace {
+
+constexpr int kWarmup = 3, kReps = 20;
+
+template <class F>
+double time_us(F&& f, cudaStream_t s) {
+  for (int i = 0; i < kWarmup; ++i) f();
+  cudaEvent_t a, b;
+  DF_CUDA(cudaEventCreate(&a));
+  DF_CUDA(cudaEventCreate(&b));
+  DF_CUDA(cudaEventRecord(a, s));
+  for (int i = 0; i < kReps; ++i) f();
+  DF_CUDA(cudaEventRecord(b, s));
+  DF_CUDA(cudaEventSynchronize(b));
+  float ms = 0;
+  DF_CUDA(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms * 1e3 / kReps;
+}
+
+void fill_random(void* p, size_t n, uint32_t seed, cudaStream_t s) {
+  std::vector<uint16_t> h(n);
+  for (auto& v : h) {
+    seed = seed * 1664525u + 1013904223u;
+    v = fp32_to_fp16(static_cast<float>(seed >> 8) / 8388608.f - 1.f);  // [-1, 1)
+  }
+  DF_CUDA(cudaMemcpyAsync(p, h.data(), n * 2, cudaMemcpyHostToDevice, s));
+  DF_CUDA(cudaStreamSynchronize(s));
+}
+
+std::vector<uint16_t> download(const void* p, size_t n, cudaStream_t s) {
+  std::vector<uint16_t> h(n);
+  DF_CUDA(cudaMemcpyAsync(h.data(), p, n * 2, cudaMemcpyDeviceToHost, s));
+  DF_CUDA(cudaStreamSynchronize(s));
+  return h;
+}
+
+bool same(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float x = fp16_to_fp32(a[i]), y = fp16_to_fp32(b[i]);
+    if (!(std::fabs(x - y) <= 2e-2f * std::max(1.f, std::fabs(y)))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+OwnConvMode own_conv_mode_from_env() {
+  const char* v = std::getenv("DETFORGE_CUDA_OWN_CONV");
+  if (!v || !*v || std::string(v) == "1") return OwnConvMode::fastest;
+  if (std::string(v) == "0") return OwnConvMode::off;
+  if (std::string(v) == "force") return OwnConvMode::force;
+  throw Error(std::string("cuda backend: DETFORGE_CUDA_OWN_CONV=") + v + " is not 0, 1 or force");
+}
+
+ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& s, graph::Act act,
+                       const ConvBuffers& b, OwnConvMode mode) {
+  ConvChoice c;
+  c.name = "library";
+  const bool have_ref = static_cast<bool>(reference);
+  if (mode == OwnConvMode::off) return c;
+  std::vector<int> variants;
+  for (int v = 0; v < conv_igemm_variants(); ++v)
+    if (conv_igemm_supported(s, v) && conv_igemm_workspace(s, v) <= b.ws_bytes) variants.push_back(v);
+  if (variants.empty() || (!have_ref && mode != OwnConvMode::force)) return c;
+  const size_t nx = static_cast<size_t>(s.B) * s.H * s.W * s.Ci, ny = static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co;
+  fill_random(b.x, nx, 12345u, b.stream);
+  if (b.res) fill_random(b.res, ny, 777u, b.stream);
+  std::vector<uint16_t> ref;
+  c.library_us = 1e30;
+  if (have_ref) {
+    c.library_us = time_us(reference, b.stream);
+    ref = download(b.y, ny, b.stream);
+  }
+  c.chosen_us = mode == OwnConvMode::force ? 1e30 : c.library_us;
+  for (int v : variants) {
+    auto run = [&] { conv_igemm(b.x, b.w, b.bias, b.res, b.y, s, act, v, b.ws, b.stream); };
+    const double us = time_us(run, b.stream);
+    if (us >= c.chosen_us) continue;
+    if (have_ref && !same(download(b.y, ny, b.stream), ref)) continue;  // never trade correctness for speed
+    c.chosen_us = us;
+    c.variant = v;
+    c.name = conv_igemm_variant_name(v);
+  }
+  return c;
+}
+
+}  // namespace detforge::cuda

@@ -1,0 +1,45 @@
+// Per-shape choice of the fp16 convolution kernel, measured at engine load on the engine's own
+// buffers: cuDNN's fused plan against our implicit-GEMM variants (kernels/conv_igemm). The
+// per-op profile of r18vd at batch 1 (bench/results/h200/ab-2026-12-02-streams) has cuDNN at
+// ~3x the roofline on its small convolutions (0.515 of 0.99 ms), so each shape takes whichever
+// is fastest there. An own variant is taken only when its output matches cuDNN's on the same
+// random inputs, element by element (|a - b| <= 2e-2 * max(1, |b|)), so a wrong kernel can
+// never win on speed.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+
+#include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/cudnn_fused_conv.h"
+#include "graph/ir.h"
+
+namespace detforge::cuda {
+
+// DETFORGE_CUDA_OWN_CONV: 0 = cuDNN only, 1 = fastest verified (default), force = the fastest
+// own variant whenever one supports the shape (tests use it to exercise the own kernels).
+enum class OwnConvMode { off, fastest, force };
+OwnConvMode own_conv_mode_from_env();
+
+struct ConvBuffers {
+  void *x = nullptr, *res = nullptr, *y = nullptr;  // activations (x and res get random data)
+  const void *w = nullptr, *bias = nullptr;         // the op's real weights
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct ConvChoice {
+  int variant = -1;  // -1: cuDNN
+  double library_us = 0, chosen_us = 0;
+  std::string name;  // chosen implementation ("library" or the own variant's name)
+};
+
+// `reference` runs the library kernel (cuDNN's fused conv, or cuBLASLt for a linear seen as a
+// 1x1 convolution) on the same buffers; it may be empty (no fused plan): then an own variant is
+// taken, without a cross-check, only in force mode. Synchronises the stream.
+ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& s, graph::Act act,
+                       const ConvBuffers& b, OwnConvMode mode);
+
+}  // namespace detforge::cuda
