@@ -8,8 +8,8 @@
 // straight from global memory, a row per lane: 0.72 ms of a 2.09 ms fp16 batch-1 forward on the
 // H200 (CUPTI), and 15.4 of 31.6 ms at batch 32.
 //
-// fp16 with head dim 32 (RT-DETR's 256 channels / 8 heads) takes the tensor-core kernel below
-// (attention_mma_k); fp32 keeps the exact-FMA paths (the fp32 build must stay within 1e-3 of
+// fp16 with head dim 32 (RT-DETR's 256 channels / 8 heads) takes the tensor-core kernels below
+// (attention_split_k for small grids such as batch 1, attention_mma_k otherwise); fp32 keeps the exact-FMA paths (the fp32 build must stay within 1e-3 of
 // transformers).
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
@@ -297,6 +297,194 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
   }
 }
 
+// v5: key-split variant of the tensor-core path for small grids (batch 1). v4 ran 16.3 us for
+// AIFI (L = S = 400) and 12.4 us per decoder self-attention (L = S = 300) on the H200 (CUPTI,
+// fp16 b1, whole forward 0.99 ms) for ~92 MFLOP: pure latency, as 80 blocks of 2 warps each
+// staged all of K and V of one (image, head) and then walked 5-7 64-key chunks serially.
+// Here a block of kSplitWarps warps owns 16 queries and warp w takes keys [w*kw, (w+1)*kw)
+// (kw: S split in 16-key tiles, rounded up), flash-decoding style: each warp stages only its
+// slice (cp.async, K and V row-major, rows padded to 40 halves: the K fragment loads and the
+// ldmatrix.trans V loads are bank-conflict free), scores its whole slice in registers (no
+// online rescaling, kw <= 8 * NT keys), and keeps its max m_w, row sum l_w and O_w in fp32.
+// The partials are merged through shared memory: O = sum_w 2^(m_w - m) O_w / sum_w 2^(m_w - m)
+// l_w. Grid ceil(L/16) x heads x B (152 blocks at L = 300, batch 1): more blocks than SMs,
+// each with a short serial chain. Numerics as v4: fp32 softmax with exp2 and scale*log2e
+// folded, P rounded to fp16 only as the mma operand.
+constexpr int kSplitWarps = 4, kOStride = kMmaD + 8;  // merge buffer row stride (floats)
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sa));
+}
+__host__ __device__ inline int split_kw(int S) {  // keys per warp, a multiple of 16
+  return ((S + 15) / 16 + kSplitWarps - 1) / kSplitWarps * 16;
+}
+
+template <int NT>  // at most NT 8-key tiles per warp
+__global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __half* q, const __half* k,
+                                                                      const __half* v, __half* o, int L, int S,
+                                                                      int C, float scale_log2) {
+  extern __shared__ uint4 sm_split[];
+  const int kw = split_kw(S);
+  __half* Ks = reinterpret_cast<__half*>(sm_split);    // kSplitWarps*kw x kKStride
+  __half* Vs = Ks + kSplitWarps * kw * kKStride;       // kSplitWarps*kw x kKStride (row-major V)
+  float* Om = reinterpret_cast<float*>(Vs + kSplitWarps * kw * kKStride);  // warps x 16 x kOStride
+  float* Mm = Om + kSplitWarps * 16 * kOStride;        // warps x 16 row maxima (log2 units)
+  float* Lm = Mm + kSplitWarps * 16;                   // warps x 16 row sums
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
+  const int kbeg = warp * kw;
+  const __half* kb = k + (int64_t)b * S * C + h * kMmaD;
+  const __half* vb = v + (int64_t)b * S * C + h * kMmaD;
+  // Stage this warp's K and V rows: 4 x 16 bytes per row; keys past S are zero (V must be finite:
+  // their P is 0).
+  for (int idx = lane; idx < kw * 4; idx += 32) {
+    const int r = kbeg + (idx >> 2), c = (idx & 3) * 8;
+    __half* kd = Ks + r * kKStride + c;
+    __half* vd = Vs + r * kKStride + c;
+    if (r < S) {
+      cp_async16(kd, kb + (int64_t)r * C + c);
+      cp_async16(vd, vb + (int64_t)r * C + c);
+    } else {
+      *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+  // Q fragments while the copies fly (rows past L read as zero; their outputs are not stored).
+  const int q0 = blockIdx.x * 16, r0 = q0 + g, r1 = q0 + g + 8;
+  uint32_t qa[2][4];
+  {
+    const __half* p0 = q + ((int64_t)b * L + r0) * C + h * kMmaD;
+    const __half* p1 = q + ((int64_t)b * L + r1) * C + h * kMmaD;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      const int c = ks * 16 + tig * 2;
+      qa[ks][0] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c) : 0u;
+      qa[ks][1] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c) : 0u;
+      qa[ks][2] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c + 8) : 0u;
+      qa[ks][3] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c + 8) : 0u;
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  __syncwarp();
+
+  const int ntw = min(NT, kw / 8);  // kw <= 8 * NT (checked by the launcher)
+  float s[NT][4];
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    if (nt < ntw) {
+      const __half* kr = Ks + (kbeg + nt * 8 + g) * kKStride + tig * 2;
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks)
+        mma16816(s[nt], qa[ks], *reinterpret_cast<const uint32_t*>(kr + ks * 16),
+                 *reinterpret_cast<const uint32_t*>(kr + ks * 16 + 8));
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = kbeg + nt * 8 + tig * 2 + (e & 1);
+      const float t = (nt < ntw && key < S) ? s[nt][e] * scale_log2 : -INFINITY;
+      s[nt][e] = t;
+      if (e < 2) mx0 = fmaxf(mx0, t); else mx1 = fmaxf(mx1, t);
+    }
+  }
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  // A warp whose slice lies wholly past S (small S) has mx = -inf: subtract 0 instead, so every
+  // P is exp2(-inf) = 0 (not NaN) and the merge weight 2^(-inf - m) is 0.
+  const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+  float l0 = 0.f, l1 = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    s[nt][0] = exp2f(s[nt][0] - b0);
+    s[nt][1] = exp2f(s[nt][1] - b0);
+    s[nt][2] = exp2f(s[nt][2] - b1);
+    s[nt][3] = exp2f(s[nt][3] - b1);
+    l0 += s[nt][0] + s[nt][1];
+    l1 += s[nt][2] + s[nt][3];
+  }
+  float acc[4][4];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  // O += P V, 16 keys per step; ldmatrix.trans gives the B fragments of two 8-channel tiles:
+  // lane -> matrix lane/8 (keys +0/+8 by bit 0, channels +0/+8 by bit 1), row lane%8.
+#pragma unroll
+  for (int ks = 0; ks < NT / 2; ++ks) {
+    if (2 * ks < ntw) {
+      const uint32_t pa[4] = {pack_half2(s[2 * ks][0], s[2 * ks][1]), pack_half2(s[2 * ks][2], s[2 * ks][3]),
+                              pack_half2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                              pack_half2(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+      const int mi = lane >> 3, row = kbeg + ks * 16 + (mi & 1) * 8 + (lane & 7);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t bv[4];
+        ldsm_x4_trans(bv, Vs + row * kKStride + np * 16 + (mi >> 1) * 8);
+        mma16816(acc[2 * np], pa, bv[0], bv[1]);
+        mma16816(acc[2 * np + 1], pa, bv[2], bv[3]);
+      }
+    }
+  }
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  // Partials to shared memory (row stride 40 floats: the float2 stores of a half-warp hit 32
+  // distinct banks).
+  float* ow = Om + warp * 16 * kOStride;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    *reinterpret_cast<float2*>(ow + g * kOStride + nt * 8 + tig * 2) = make_float2(acc[nt][0], acc[nt][1]);
+    *reinterpret_cast<float2*>(ow + (g + 8) * kOStride + nt * 8 + tig * 2) = make_float2(acc[nt][2], acc[nt][3]);
+  }
+  if (tig == 0) {
+    Mm[warp * 16 + g] = mx0;
+    Mm[warp * 16 + g + 8] = mx1;
+    Lm[warp * 16 + g] = l0;
+    Lm[warp * 16 + g + 8] = l1;
+  }
+  __syncthreads();
+  // Merge: thread t -> row t/8, channels 4*(t%8) .. +3 (16 rows x 32 channels, 128 threads).
+  const int row = threadIdx.x >> 3, c4 = (threadIdx.x & 7) * 4;
+  float m = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kSplitWarps; ++w) m = fmaxf(m, Mm[w * 16 + row]);  // finite: warp 0 has keys
+  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+  float lsum = 0.f;
+#pragma unroll
+  for (int w = 0; w < kSplitWarps; ++w) {
+    const float f = exp2f(Mm[w * 16 + row] - m);
+    const float4 ov = *reinterpret_cast<const float4*>(Om + (w * 16 + row) * kOStride + c4);
+    lsum += f * Lm[w * 16 + row];
+    sum.x += f * ov.x;
+    sum.y += f * ov.y;
+    sum.z += f * ov.z;
+    sum.w += f * ov.w;
+  }
+  const int qi = q0 + row;
+  if (qi < L) {
+    const float inv = 1.f / lsum;
+    uint2 pk;
+    pk.x = pack_half2(sum.x * inv, sum.y * inv);
+    pk.y = pack_half2(sum.z * inv, sum.w * inv);
+    *reinterpret_cast<uint2*>(o + ((int64_t)b * L + qi) * C + h * kMmaD + c4) = pk;
+  }
+}
+
+size_t attention_split_smem(int S) {
+  const size_t rows = (size_t)kSplitWarps * split_kw(S);
+  return sizeof(__half) * 2 * rows * kKStride + sizeof(float) * kSplitWarps * 16 * (kOStride + 2);
+}
+
 size_t attention_mma_smem(int S) {
   const size_t Sp = (size_t)(S + kMmaChunk - 1) / kMmaChunk * kMmaChunk;
   return sizeof(__half) * (Sp * kKStride + (size_t)kMmaD * (Sp + 8));
@@ -308,8 +496,25 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
                float scale, bool half, cudaStream_t s) {
   const int d = C / heads;
   const size_t mma_smem = attention_mma_smem(S);
-  if (half && d == kMmaD && C % 8 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o) &&
-      mma_smem <= 200 * 1024 && L > 0 && S > 0) {
+  const bool mma_ok = half && d == kMmaD && C % 8 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
+                      aligned16(o) && L > 0 && S > 0;
+  // v5 key split when the v4 grid would be small (the same test as v4's 2-warp choice: fewer
+  // than two 4-warp blocks per SM of a 132-SM H200) and each warp's slice fits in 128 keys.
+  if (mma_ok && (int64_t)B * heads * ((L + 63) / 64) < 264 && split_kw(S) <= 128) {
+    const size_t smem = attention_split_smem(S);
+    dim3 grid((L + 15) / 16, heads, B);
+    const float sl2 = scale * 1.4426950408889634f;
+    auto launch = [&](auto kern) {
+      if (smem > 48 * 1024)
+        DF_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      kern<<<grid, kSplitWarps * 32, smem, s>>>((const __half*)q, (const __half*)k, (const __half*)v, (__half*)o, L,
+                                                S, C, sl2);
+    };
+    if (split_kw(S) <= 64) launch(attention_split_k<8>); else launch(attention_split_k<16>);
+    DF_CUDA_LAUNCH();
+    return;
+  }
+  if (mma_ok && mma_smem <= 200 * 1024) {
     // 4 warps (64 queries) per block when that still gives two blocks per SM on a 132-SM H200;
     // otherwise 2 warps, so batch 1 (8 heads x 300-400 queries) spreads over more SMs.
     const int warps = (int64_t)B * heads * ((L + 63) / 64) >= 264 ? 4 : 2;

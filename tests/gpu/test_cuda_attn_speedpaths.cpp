@@ -1,0 +1,293 @@
+// The batch-1 speed paths of attention.cu (v5: key range split over the 4 warps of a block, the
+// partial softmax results merged through shared memory) and ms_deform_attn.cu (v2: 16-byte
+// vector loads, sampling points spread over lane groups, groups reduced by shuffles) against
+// plain double-precision host loops (the same loops as test_cuda_kernels.cpp). Every case names
+// the path it takes; the data are built so that a wrong merge across warps, a wrong
+// group/channel mapping or wrong zero padding at the map borders moves the result far outside
+// the tolerances.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/kernels/kernels.h"
+#include "gpu_test_util.h"
+
+namespace detforge::test {
+namespace {
+
+using cuda::DeformShape;
+
+class CudaAttnSpeedPaths : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+  }
+  bool half() const { return GetParam(); }
+  float atol() const { return half() ? 2e-2f : 1e-5f; }
+  float rtol() const { return half() ? 1e-2f : 1e-5f; }
+};
+
+// softmax(scale q k^T) v per head in double: o[B,L,C] from q[B,L,C], k/v[B,S,C].
+std::vector<float> attention_ref(const std::vector<float>& q, const std::vector<float>& k,
+                                 const std::vector<float>& v, int B, int L, int S, int C, int heads, float scale) {
+  const int d = C / heads;
+  std::vector<float> want((size_t)B * L * C);
+  std::vector<double> p(S);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < L; ++i) {
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j < S; ++j) {
+          double a = 0;
+          for (int c = 0; c < d; ++c)
+            a += (double)q[((size_t)b * L + i) * C + h * d + c] * k[((size_t)b * S + j) * C + h * d + c];
+          p[j] = a * scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (int j = 0; j < S; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        for (int c = 0; c < d; ++c) {
+          double o = 0;
+          for (int j = 0; j < S; ++j) o += p[j] / sum * v[((size_t)b * S + j) * C + h * d + c];
+          want[((size_t)b * L + i) * C + h * d + c] = static_cast<float>(o);
+        }
+      }
+  return want;
+}
+
+struct AttnCase {
+  int B, L, S, C, heads;
+  float scale;  // 0: 1/sqrt(d)
+  const char* path;
+};
+
+// Runs one case: q, k in [-2, 2]; v in [-1, 1] plus a ramp over the key index (-1 at key 0, +1 at
+// the last key), so the output says which part of the key range got the weight: a merge that
+// drops, double counts or mis-scales one warp's slice shifts it by ~0.5. With `plant`, query i
+// of image b gets one dominant key, spread over the key range (so over the 4 warps' slices), at
+// logit ~+30 above the rest: the running maxima of the warps differ by tens of units and only a
+// correct 2^(m_w - m) rescale gives the reference.
+void run_attention_case(const AttnCase& cs, bool half, float atol, float rtol, bool plant, uint32_t seed) {
+  const int B = cs.B, L = cs.L, S = cs.S, C = cs.C, heads = cs.heads, d = C / heads;
+  SCOPED_TRACE(std::string(cs.path) + ": B " + std::to_string(B) + " L " + std::to_string(L) + " S " +
+               std::to_string(S) + " C " + std::to_string(C) + " heads " + std::to_string(heads) +
+               (plant ? " planted" : ""));
+  const float scale = cs.scale > 0 ? cs.scale : 1.f / std::sqrt(static_cast<float>(d));
+  auto q = quantize(random_vec((size_t)B * L * C, -2, 2, seed), half);
+  auto k = random_vec((size_t)B * S * C, -2, 2, seed + 1);
+  auto v = random_vec((size_t)B * S * C, -1, 1, seed + 2);
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < S; ++j)
+      for (int c = 0; c < C; ++c) v[((size_t)b * S + j) * C + c] += S > 1 ? 2.f * j / (S - 1) - 1.f : 0.f;
+  if (plant) {
+    // Key j_i = (i * 37 + 11 * b) % S is made parallel to query i's signs (per head): the score
+    // q_i . k_j = 2 * sum |q_i| ~ 2 * 32 = 64 raw; others ~N(0, 7.5). Later queries overwrite
+    // earlier ones' keys when they collide (both are still in the reference).
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < std::min(L, S); i += 3) {
+        const int j = (i * 37 + 11 * b) % S;
+        for (int c = 0; c < C; ++c)
+          k[((size_t)b * S + j) * C + c] = q[((size_t)b * L + i) * C + c] > 0 ? 2.f : -2.f;
+      }
+  }
+  k = quantize(k, half);
+  v = quantize(v, half);
+  DevBuf dq(q, half), dk(k, half), dv(v, half), dout((size_t)B * L * C, half);
+  cuda::attention(dq.get(), dk.get(), dv.get(), dout.get(), B, L, S, C, heads, scale, half, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(close(dout.download(), attention_ref(q, k, v, B, L, S, C, heads, scale), atol, rtol));
+}
+
+// The v5 split kernel is taken for fp16, head dim 32, 16-byte aligned rows, when
+// B * heads * ceil(L/64) < 264 and a warp's slice (S in 16-key tiles over 4 warps) is <= 128 keys
+// (S <= 512). fp32 runs the same shapes through its own (unchanged) shared-memory path.
+TEST_P(CudaAttnSpeedPaths, AttentionKeySplitMatchesHostLoop) {
+  const AttnCase cases[] = {
+      {1, 300, 300, 256, 8, 0, "split, decoder self-attention (80 keys per warp, last slice 60)"},
+      {1, 400, 400, 256, 8, 0, "split, AIFI (112 keys per warp, last slice 64)"},
+      {1, 300, 400, 256, 8, 0, "split, L != S"},
+      {1, 17, 300, 256, 8, 0, "split, one query tile, 15 rows past L"},
+      {2, 300, 300, 256, 8, 0, "split, batch 2"},
+      {1, 45, 70, 256, 8, 0, "split, S not a multiple of 16 (slices 32/32/6/empty)"},
+      {1, 33, 17, 256, 8, 0, "split, 17 keys: slices 16/1/empty/empty"},
+      {1, 20, 1, 256, 8, 0, "split, one key"},
+      {1, 40, 130, 64, 2, 0, "split, 2 heads, 48-key slices (8-tile kernel)"},
+      {1, 20, 512, 256, 8, 0, "split, largest slice (128 keys)"},
+      {6, 300, 300, 256, 8, 0, "split, batch 6 (6*8*5 = 240 < 264)"},
+      {7, 300, 300, 256, 8, 0, "v4, batch 7 (280 >= 264)"},
+      {1, 20, 520, 256, 8, 0, "v4, S = 520 (slice 144 > 128)"},
+  };
+  uint32_t seed = 100;
+  for (const auto& cs : cases) run_attention_case(cs, half(), atol(), rtol(), false, seed += 10);
+}
+
+TEST_P(CudaAttnSpeedPaths, AttentionKeySplitWithLargeScoresMatchesHostLoop) {
+  // scale 1: random logits reach about +-30, the planted keys ~+64 (in log2 units ~90): the
+  // softmax is close to one-hot on a key in any of the 4 warps' slices.
+  const AttnCase cases[] = {
+      {1, 300, 300, 256, 8, 1.f, "split"},
+      {1, 400, 400, 256, 8, 1.f, "split"},
+      {2, 300, 400, 256, 8, 1.f, "split"},
+      {1, 50, 77, 256, 8, 1.f, "split, partial slices"},
+      {7, 300, 300, 256, 8, 1.f, "v4"},
+  };
+  uint32_t seed = 300;
+  for (const auto& cs : cases) {
+    run_attention_case(cs, half(), atol(), rtol(), false, seed += 10);
+    run_attention_case(cs, half(), atol(), rtol(), true, seed += 10);
+  }
+}
+
+// Host reference of MSDeformAttnV2 "default" (family spec §3.8).
+std::vector<float> deform_ref(const std::vector<float>& value, const std::vector<float>& off,
+                              const std::vector<float>& logits, const std::vector<float>& ref,
+                              const std::vector<float>& ps, int B, int Lv, int Q, int C, const DeformShape& sh) {
+  const int H = sh.heads, LP = sh.levels * sh.points, d = C / H;
+  std::vector<float> out(static_cast<size_t>(B) * Q * C);
+  std::vector<double> w(LP);
+  for (int b = 0; b < B; ++b)
+    for (int q = 0; q < Q; ++q)
+      for (int h = 0; h < H; ++h) {
+        const size_t bq = static_cast<size_t>(b) * Q + q;
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j < LP; ++j) mx = std::max(mx, (double)logits[bq * H * LP + h * LP + j]);
+        for (int j = 0; j < LP; ++j) sum += (w[j] = std::exp(logits[bq * H * LP + h * LP + j] - mx));
+        for (int c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int l = 0; l < sh.levels; ++l)
+            for (int p = 0; p < sh.points; ++p) {
+              const int j = l * sh.points + p;
+              const double k = ps[j] * sh.offset_scale;
+              const double lx = ref[bq * 4 + 0] + off[bq * H * LP * 2 + (h * LP + j) * 2 + 0] * k * ref[bq * 4 + 2];
+              const double ly = ref[bq * 4 + 1] + off[bq * H * LP * 2 + (h * LP + j) * 2 + 1] * k * ref[bq * 4 + 3];
+              const double ix = lx * sh.W[l] - 0.5, iy = ly * sh.H[l] - 0.5;
+              const int x0 = (int)std::floor(ix), y0 = (int)std::floor(iy);
+              const double fx = ix - x0, fy = iy - y0;
+              double s = 0;
+              for (int dy = 0; dy < 2; ++dy)
+                for (int dx = 0; dx < 2; ++dx) {
+                  const int yy = y0 + dy, xx = x0 + dx;
+                  if (yy < 0 || yy >= sh.H[l] || xx < 0 || xx >= sh.W[l]) continue;
+                  const double wt = (dx ? fx : 1 - fx) * (dy ? fy : 1 - fy);
+                  s += wt * value[((size_t)b * Lv + sh.start[l] + yy * sh.W[l] + xx) * C + h * d + c];
+                }
+              acc += w[j] / sum * s;
+            }
+          out[bq * C + h * d + c] = static_cast<float>(acc);
+        }
+      }
+  return out;
+}
+
+struct DeformCase {
+  int B, Q, C, heads, levels, points;
+  int hw[8][2];
+  int value_off, out_off;  // element offsets of the value / out pointers (non-zero: fallback)
+  const char* path;
+};
+
+// value: random in [-1, 1] plus a per-channel offset (channel c of head h adds 0.1 * (c % 16) -
+// 0.75 + 0.05 * h), so a lane or group reading the wrong 8 channels, or the wrong head, is off by
+// >= 0.1 times the summed weight. Reference points: half the queries near a map corner or edge
+// (x, y within 0.06 of 0 or 1, some just outside), offsets up to +-3 * 0.125 * (w, h) with
+// w, h in [0.05, 0.28]: a large share of the samples fall partly or wholly outside the maps.
+void run_deform_case(const DeformCase& cs, bool half, float atol, float rtol, uint32_t seed) {
+  DeformShape sh;
+  sh.heads = cs.heads;
+  sh.levels = cs.levels;
+  sh.points = cs.points;
+  sh.offset_scale = 0.5f;
+  int Lv = 0;
+  for (int l = 0; l < cs.levels; ++l) {
+    sh.H[l] = cs.hw[l][0];
+    sh.W[l] = cs.hw[l][1];
+    sh.start[l] = Lv;
+    Lv += cs.hw[l][0] * cs.hw[l][1];
+  }
+  const int B = cs.B, Q = cs.Q, C = cs.C, H = cs.heads, LP = cs.levels * cs.points, d = C / H;
+  SCOPED_TRACE(std::string(cs.path) + ": B " + std::to_string(B) + " Q " + std::to_string(Q) + " C " +
+               std::to_string(C) + " heads " + std::to_string(H) + " LP " + std::to_string(LP));
+  auto value = random_vec((size_t)B * Lv * C, -1, 1, seed);
+  for (size_t r = 0; r < (size_t)B * Lv; ++r)
+    for (int c = 0; c < C; ++c) value[r * C + c] += 0.1f * ((c % d) % 16) - 0.75f + 0.05f * (c / d);
+  value = quantize(value, half);
+  auto off = quantize(random_vec((size_t)B * Q * H * LP * 2, -3, 3, seed + 1), half);
+  auto logits = quantize(random_vec((size_t)B * Q * H * LP, -3, 3, seed + 2), half);
+  auto ref = random_vec((size_t)B * Q * 4, 0.02f, 0.98f, seed + 3);
+  const auto edge = random_vec((size_t)B * Q * 4, -0.02f, 0.06f, seed + 4);
+  for (int i = 0; i < B * Q; ++i) {
+    const int kind = i % 6;  // 0: top-left corner, 1: bottom-right, 2: left edge, 3: bottom edge, 4-5: inside
+    if (kind == 0 || kind == 2) ref[i * 4 + 0] = edge[i * 4 + 0];
+    if (kind == 1) ref[i * 4 + 0] = 1.f - edge[i * 4 + 0];
+    if (kind == 0) ref[i * 4 + 1] = edge[i * 4 + 1];
+    if (kind == 1 || kind == 3) ref[i * 4 + 1] = 1.f - edge[i * 4 + 1];
+    ref[i * 4 + 2] = 0.05f + 0.35f * std::fabs(edge[i * 4 + 2] * 16.f - 0.3f);  // box w, h in [0.05, 0.28]
+    ref[i * 4 + 3] = 0.05f + 0.35f * std::fabs(edge[i * 4 + 3] * 16.f - 0.3f);
+  }
+  ref = quantize(ref, half);
+  std::vector<float> ps(LP);
+  for (int j = 0; j < LP; ++j) ps[j] = 1.f / cs.points;
+  ps = quantize(ps, half);
+
+  // Count the samples that touch the zero padding (sanity: the case really exercises it).
+  int outside = 0;
+  for (int bq = 0; bq < B * Q; ++bq)
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < LP; ++j) {
+        const int l = j / cs.points;
+        const double kk = ps[j] * sh.offset_scale;
+        const double lx = ref[bq * 4] + off[((size_t)bq * H * LP + h * LP + j) * 2] * kk * ref[bq * 4 + 2];
+        const double ly = ref[bq * 4 + 1] + off[((size_t)bq * H * LP + h * LP + j) * 2 + 1] * kk * ref[bq * 4 + 3];
+        const double ix = lx * sh.W[l] - 0.5, iy = ly * sh.H[l] - 0.5;
+        outside += ix < 0 || iy < 0 || ix > sh.W[l] - 1 || iy > sh.H[l] - 1;
+      }
+  EXPECT_GT(outside, B * Q * H * LP / 10) << "too few samples at the borders";
+
+  // Buffers with room for the pointer offsets (fallback cases).
+  std::vector<float> value_buf(value.size() + cs.value_off, 0.f);
+  std::copy(value.begin(), value.end(), value_buf.begin() + cs.value_off);
+  DevBuf dv(value_buf, half), doff(off, half), dl(logits, half), dr(ref, half), dps(ps, half),
+      dout((size_t)B * Q * C + cs.out_off, half);
+  const size_t es = half ? 2 : 4;
+  const void* pv = static_cast<const char*>(dv.get()) + cs.value_off * es;
+  void* po = static_cast<char*>(dout.get()) + cs.out_off * es;
+  cuda::ms_deform_attn(pv, doff.get(), dl.get(), dr.get(), dps.get(), po, B, Lv, Q, C, sh, half, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto got = dout.download();
+  got.erase(got.begin(), got.begin() + cs.out_off);
+  EXPECT_TRUE(close(got, deform_ref(value, off, logits, ref, ps, B, Lv, Q, C, sh), atol, rtol));
+}
+
+// The vector path is taken for head dim 32 or 64 with 16-byte aligned value and out (fp16: 4 or
+// 8 lanes per group, 8 or 4 groups; fp32: 8 or 16 lanes, 4 or 2 groups); the rest is v1.
+TEST_P(CudaAttnSpeedPaths, MsDeformAttnVectorPathMatchesHostLoop) {
+  const int rt[8][2] = {{80, 80}, {40, 40}, {20, 20}};
+  const int small4[8][2] = {{13, 11}, {7, 6}, {4, 3}, {2, 2}};
+  const int odd[8][2] = {{9, 17}, {5, 3}, {1, 1}};
+  const DeformCase cases[] = {
+      {1, 300, 256, 8, 3, 4, {}, 0, 0, "vector, RT-DETR decoder (d 32, Lv 8400)"},
+      {2, 300, 256, 8, 3, 4, {}, 0, 0, "vector, batch 2"},
+      {1, 300, 512, 8, 3, 4, {}, 0, 0, "vector, d 64"},
+      {2, 37, 256, 8, 4, 8, {}, 0, 0, "vector, 32 points per head (4 levels x 8)"},
+      {1, 45, 512, 8, 3, 3, {}, 0, 0, "vector, d 64, 9 points, 1x1 level"},
+      {1, 300, 256, 8, 3, 4, {}, 1, 0, "v1 fallback, value 1 element off 16-byte alignment"},
+      {1, 64, 512, 8, 3, 4, {}, 0, 3, "v1 fallback, out off alignment"},
+      {1, 40, 128, 8, 3, 4, {}, 0, 0, "v1, d 16"},
+  };
+  uint32_t seed = 500;
+  for (auto cs : cases) {
+    const auto& hw = cs.levels == 4 ? small4 : (cs.points == 3 ? odd : rt);
+    for (int l = 0; l < 8; ++l) {
+      cs.hw[l][0] = hw[l][0];
+      cs.hw[l][1] = hw[l][1];
+    }
+    // fp32 against double: the sampling position differs by ~1e-5 pixel at 80x80, the value
+    // slope is up to ~2 per pixel.
+    run_deform_case(cs, half(), half() ? atol() : 1e-4f, half() ? rtol() : 1e-4f, seed += 10);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, CudaAttnSpeedPaths, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "fp16" : "fp32"; });
+
+}  // namespace
+}  // namespace detforge::test
