@@ -1,0 +1,426 @@
+// Implicit-GEMM fp16 NHWC convolution (see conv_igemm.h for the why and the GEMM view).
+//
+// One kernel template per CTA tile (BM x BN x 32, 4 warps of WM x WN):
+//  * A (im2col of x) and B (w rows) tiles stream through a 4-stage cp.async pipeline; every
+//    16-byte chunk is one cp.async.cg with src-size 0 (zero fill) for padding, rows past M or N
+//    and K past the end, so the MMA loop has no bounds checks.
+//  * smem rows are 40 halves (80 bytes): the 8 row addresses of one ldmatrix phase fall on
+//    distinct 4-bank groups, so ldmatrix is conflict-free without a swizzle.
+//  * Each thread owns one 8-element K column (tid & 3) of a fixed set of tile rows, so the
+//    per-row gather state (image base, oy*s - pad, ox*s - pad) is computed once per CTA and the
+//    K position (ky, kx, ci) advances incrementally, with no divides in the loop.
+//  * The accumulators go through smem so that the epilogue reads and writes 16 bytes at a time:
+//    without split-K it applies bias + residual + act and stores fp16; with split-K
+//    (gridDim.z > 1, for small M such as 20x20x512 where 64x64 tiles give 56 CTAs on 132 SMs)
+//    it stores fp32 partials [split][M][N] and a reduce kernel finishes.
+#include "backends/cuda/kernels/conv_igemm.h"
+
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "detforge/types.h"
+
+namespace detforge::cuda {
+namespace {
+
+constexpr int kBK = 32;        // K per pipeline stage: two m16n8k16 steps
+constexpr int kLds = kBK + 8;  // smem row pitch in halves (80 bytes: conflict-free ldmatrix)
+constexpr int kStages = 4;
+
+struct Params {
+  const __half* x;
+  const __half* w;
+  const __half* bias;  // may be null
+  const __half* res;   // may be null; may alias y
+  __half* y;
+  float* ws;  // split-K partials [gridDim.z][M][N]; null: fused epilogue
+  int H, W, Ci, HoWo, Wo, kw, stride, pad;
+  int M, N, K;
+  int kt_total, kt_per_split;
+  int act;  // 0 none, 1 relu, 2 silu
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;  // 0: nothing is read, the 16 bytes are zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// v (8 fp32 sums of columns n..n+7 of output element offset o) + bias + res, act, one fp16
+// rounding, one 16-byte store. res is read before y is written (y may alias res).
+__device__ __forceinline__ void finish8(const Params& p, float (&v)[8], int n, int64_t o) {
+  if (p.bias) {
+    const uint4 b = *reinterpret_cast<const uint4*>(p.bias + n);
+    const __half2* h = reinterpret_cast<const __half2*>(&b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      v[2 * j] += f.x;
+      v[2 * j + 1] += f.y;
+    }
+  }
+  if (p.res) {
+    const uint4 r = *reinterpret_cast<const uint4*>(p.res + o);
+    const __half2* h = reinterpret_cast<const __half2*>(&r);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      v[2 * j] += f.x;
+      v[2 * j + 1] += f.y;
+    }
+  }
+  if (p.act == 1) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = v[j] > 0.f ? v[j] : 0.f;
+  } else if (p.act == 2) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = v[j] / (1.f + expf(-v[j]));
+  }
+  uint4 out;
+  __half2* h = reinterpret_cast<__half2*>(&out);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+  *reinterpret_cast<uint4*>(p.y + o) = out;
+}
+
+template <int BM, int BN, int WM, int WN>
+constexpr int threads_of() {
+  return (BM / WM) * (BN / WN) * 32;
+}
+template <int BM, int BN>
+constexpr size_t smem_of() {
+  return static_cast<size_t>(kStages) * (BM + BN) * kLds * sizeof(__half);
+}
+
+template <int BM, int BN, int WM, int WN>
+__global__ void __launch_bounds__(threads_of<BM, BN, WM, WN>()) igemm_kernel(const Params p) {
+  constexpr int WARPS_M = BM / WM, NT = threads_of<BM, BN, WM, WN>();
+  constexpr int MI = WM / 16, NI = WN / 8;
+  constexpr int A_IT = BM * 4 / NT, B_IT = BN * 4 / NT;  // 16-byte chunks per thread per stage
+  constexpr int ROWS_PER_IT = NT / 4;
+  constexpr int LDC = BN + 4;  // fp32 staging pitch of the epilogue
+  static_assert(BM * 4 % NT == 0 && BN * 4 % NT == 0 && NI % 2 == 0 && WM % 16 == 0, "tile");
+  static_assert(static_cast<size_t>(BM) * LDC * 4 <= smem_of<BM, BN>(), "epilogue staging fits");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* sA = reinterpret_cast<__half*>(smem_raw);  // [kStages][BM][kLds]
+  __half* sB = sA + kStages * BM * kLds;             // [kStages][BN][kLds]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int kt_begin = blockIdx.z * p.kt_per_split;
+  const int nkt = max(min(p.kt_total - kt_begin, p.kt_per_split), 0);
+
+  // Gather state of this thread's A rows and B rows (row r = (tid >> 2) + i * ROWS_PER_IT).
+  const int kc = tid & 3;
+  const int row0 = tid >> 2;
+  const __half* a_base[A_IT];
+  int a_iy[A_IT], a_ix[A_IT];
+#pragma unroll
+  for (int i = 0; i < A_IT; ++i) {
+    const int m = m0 + row0 + i * ROWS_PER_IT;
+    if (m < p.M) {
+      const int b = m / p.HoWo, r = m - b * p.HoWo;
+      const int oy = r / p.Wo, ox = r - oy * p.Wo;
+      a_base[i] = p.x + static_cast<int64_t>(b) * p.H * p.W * p.Ci;
+      a_iy[i] = oy * p.stride - p.pad;
+      a_ix[i] = ox * p.stride - p.pad;
+    } else {
+      a_base[i] = p.x;
+      a_iy[i] = -(1 << 29);  // never inside the image: the chunk is zero-filled
+      a_ix[i] = -(1 << 29);
+    }
+  }
+  const __half* b_row[B_IT];
+  bool b_ok[B_IT];
+#pragma unroll
+  for (int i = 0; i < B_IT; ++i) {
+    const int n = n0 + row0 + i * ROWS_PER_IT;
+    b_ok[i] = n < p.N;
+    b_row[i] = p.w + static_cast<int64_t>(b_ok[i] ? n : 0) * p.K;
+  }
+  // K position of this thread's chunk: k = kt * 32 + kc * 8 <-> (ky, kx, ci).
+  int k = kt_begin * kBK + kc * 8;
+  int ci = k % p.Ci, kx, ky;
+  {
+    const int t = k / p.Ci;
+    kx = t % p.kw;
+    ky = t / p.kw;
+  }
+
+  auto load_tile = [&](int stage) {
+    const bool kok = k < p.K;
+    __half* a_dst = sA + stage * BM * kLds + row0 * kLds + kc * 8;
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+      const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
+      const bool ok = kok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.H) &&
+                      static_cast<unsigned>(ix) < static_cast<unsigned>(p.W);
+      const __half* src = ok ? a_base[i] + ((iy * p.W + ix) * p.Ci + ci) : p.x;
+      cp_async16(smem_u32(a_dst + i * ROWS_PER_IT * kLds), src, ok);
+    }
+    __half* b_dst = sB + stage * BN * kLds + row0 * kLds + kc * 8;
+#pragma unroll
+    for (int i = 0; i < B_IT; ++i) {
+      const bool ok = kok && b_ok[i];
+      cp_async16(smem_u32(b_dst + i * ROWS_PER_IT * kLds), ok ? b_row[i] + k : p.w, ok);
+    }
+    // advance by one K tile
+    k += kBK;
+    ci += kBK;
+    while (ci >= p.Ci) {
+      ci -= p.Ci;
+      if (++kx == p.kw) {
+        kx = 0;
+        ++ky;
+      }
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[mi][ni][j] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nkt) load_tile(s);
+    cp_async_commit();
+  }
+
+  for (int it = 0; it < nkt; ++it) {
+    cp_async_wait<kStages - 2>();  // tile `it` has landed (for this thread) ...
+    __syncthreads();               // ... for all threads, and stage (it-1)%S is free again
+    const int nxt = it + kStages - 1;
+    if (nxt < nkt) load_tile(nxt % kStages);
+    cp_async_commit();
+
+    const __half* As = sA + (it % kStages) * BM * kLds;
+    const __half* Bs = sB + (it % kStages) * BN * kLds;
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      uint32_t af[MI][4], bf[NI / 2][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+        ldmatrix_x4(af[mi], smem_u32(As + (wm * WM + mi * 16 + (lane & 15)) * kLds + kk * 16 + (lane >> 4) * 8));
+      // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj)
+        ldmatrix_x4(bf[nj], smem_u32(Bs + (wn * WN + nj * 16 + (lane & 7) + (lane >> 4) * 8) * kLds + kk * 16 +
+                                     ((lane >> 3) & 1) * 8));
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+          mma16816(acc[mi][ni], af[mi], bf[ni / 2][(ni & 1) * 2], bf[ni / 2][(ni & 1) * 2 + 1]);
+    }
+  }
+
+  // Epilogue: stage the fp32 tile in smem, then 8 columns (16 bytes of fp16) per thread-step.
+  cp_async_wait<0>();
+  __syncthreads();
+  float* sC = reinterpret_cast<float*>(smem_raw);  // [BM][LDC]
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int r = wm * WM + mi * 16 + (lane >> 2), c = wn * WN + ni * 8 + (lane & 3) * 2;
+      *reinterpret_cast<float2*>(sC + r * LDC + c) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2*>(sC + (r + 8) * LDC + c) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  __syncthreads();
+  constexpr int CH = BN / 8;
+  for (int idx = tid; idx < BM * CH; idx += NT) {
+    const int r = idx / CH, c = (idx % CH) * 8;
+    const int m = m0 + r, n = n0 + c;
+    if (m >= p.M || n >= p.N) continue;  // N % 8 == 0: a chunk is wholly in or out
+    const float4 lo = *reinterpret_cast<const float4*>(sC + r * LDC + c);
+    const float4 hi = *reinterpret_cast<const float4*>(sC + r * LDC + c + 4);
+    const int64_t o = static_cast<int64_t>(m) * p.N + n;
+    if (p.ws) {
+      float* dst = p.ws + static_cast<int64_t>(blockIdx.z) * p.M * p.N + o;
+      *reinterpret_cast<float4*>(dst) = lo;
+      *reinterpret_cast<float4*>(dst + 4) = hi;
+    } else {
+      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      finish8(p, v, n, o);
+    }
+  }
+}
+
+// Sums the split-K partials in a fixed order (deterministic) and applies the epilogue.
+__global__ void igemm_splitk_reduce(const Params p, int splits) {
+  const int64_t MN = static_cast<int64_t>(p.M) * p.N, chunks = MN / 8;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = c * 8;
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < splits; ++s) {
+      const float4 lo = *reinterpret_cast<const float4*>(p.ws + s * MN + o);
+      const float4 hi = *reinterpret_cast<const float4*>(p.ws + s * MN + o + 4);
+      v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w;
+      v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
+    }
+    finish8(p, v, static_cast<int>(o % p.N), o);
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+struct Variant {
+  const char* name;
+  int bm, bn, splits;
+};
+// 128x64: large M (320x320, 160x160 layers); 64x64 / 64x32: more CTAs for 80x80 and below;
+// split-K for 40x40 and 20x20 where M*N/tile is far below the 132 SMs of an H200.
+constexpr Variant kVariants[] = {
+    {"igemm_128x64_k1", 128, 64, 1}, {"igemm_64x64_k1", 64, 64, 1}, {"igemm_64x64_k2", 64, 64, 2},
+    {"igemm_64x64_k4", 64, 64, 4},   {"igemm_64x64_k8", 64, 64, 8}, {"igemm_64x32_k1", 64, 32, 1},
+    {"igemm_64x32_k2", 64, 32, 2},   {"igemm_64x32_k4", 64, 32, 4},
+};
+constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+
+int64_t k_of(const ConvShape& s) { return static_cast<int64_t>(s.kh) * s.kw * s.Ci; }
+int64_t m_of(const ConvShape& s) { return static_cast<int64_t>(s.B) * s.Ho * s.Wo; }
+
+// Splits actually launched: no empty split (k-tiles per split rounded up, then recounted).
+void split_plan(const ConvShape& s, int v, int* splits, int* kt_total, int* kt_per) {
+  const int kt = static_cast<int>((k_of(s) + kBK - 1) / kBK);
+  int want = kVariants[v].splits;
+  if (want > kt) want = kt;
+  const int per = (kt + want - 1) / want;
+  *kt_total = kt;
+  *kt_per = per;
+  *splits = (kt + per - 1) / per;
+}
+
+template <int BM, int BN, int WM, int WN>
+void launch_tile(const Params& p, int splits, cudaStream_t st) {
+  constexpr size_t smem = smem_of<BM, BN>();
+  auto* kern = igemm_kernel<BM, BN, WM, WN>;
+  // Over 48 KiB of dynamic smem needs an opt-in, once per device (bit = device ordinal).
+  static std::atomic<uint64_t> opted{0};
+  int dev = 0;
+  DF_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(opted.load(std::memory_order_acquire) & bit)) {
+    DF_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    opted.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const dim3 grid((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, splits);
+  kern<<<grid, threads_of<BM, BN, WM, WN>(), smem, st>>>(p);
+  DF_CUDA_LAUNCH();
+}
+
+bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; }
+
+}  // namespace
+
+int conv_igemm_variants() { return kNumVariants; }
+
+const char* conv_igemm_variant_name(int v) {
+  if (v < 0 || v >= kNumVariants) throw Error("conv_igemm: variant " + std::to_string(v) + " out of range");
+  return kVariants[v].name;
+}
+
+bool conv_igemm_supported(const ConvShape& s, int v) {
+  if (v < 0 || v >= kNumVariants) return false;
+  if (s.B < 1 || s.H < 1 || s.W < 1 || s.Ci < 8 || s.Co < 8 || s.kh < 1 || s.kw < 1 || s.stride < 1 || s.pad < 0)
+    return false;
+  if (s.Ci % 8 != 0 || s.Co % 8 != 0) return false;  // 16-byte rows for every chunk load/store
+  if (s.H + 2 * s.pad < s.kh || s.W + 2 * s.pad < s.kw) return false;
+  if (s.Ho != (s.H + 2 * s.pad - s.kh) / s.stride + 1 || s.Wo != (s.W + 2 * s.pad - s.kw) / s.stride + 1)
+    return false;
+  constexpr int64_t kMax = (int64_t{1} << 31) - 1;
+  // int arithmetic inside the kernel: per-image offsets, M, K, and the grid's x extent.
+  if (static_cast<int64_t>(s.H) * s.W * s.Ci > kMax || m_of(s) > kMax - 256 || k_of(s) > kMax - 256) return false;
+  if (s.pad > (1 << 20) || s.H > (1 << 24) || s.W > (1 << 24)) return false;
+  return true;
+}
+
+size_t conv_igemm_workspace(const ConvShape& s, int v) {
+  if (!conv_igemm_supported(s, v)) return 0;
+  int splits = 1, kt = 0, per = 0;
+  split_plan(s, v, &splits, &kt, &per);
+  if (splits <= 1) return 0;
+  return static_cast<size_t>(splits) * static_cast<size_t>(m_of(s)) * static_cast<size_t>(s.Co) * sizeof(float);
+}
+
+void conv_igemm(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,
+                graph::Act act, int v, void* ws, cudaStream_t st) {
+  if (v < 0 || v >= kNumVariants) throw Error("conv_igemm: variant " + std::to_string(v) + " out of range");
+  if (!conv_igemm_supported(s, v))
+    throw Error("conv_igemm: unsupported shape " + std::to_string(s.H) + "x" + std::to_string(s.W) + "x" +
+                std::to_string(s.Ci) + "->" + std::to_string(s.Co) + " k" + std::to_string(s.kh) + "x" +
+                std::to_string(s.kw) + " s" + std::to_string(s.stride) + " p" + std::to_string(s.pad) +
+                " for " + kVariants[v].name);
+  if (act != graph::Act::none && act != graph::Act::relu && act != graph::Act::silu)
+    throw Error(std::string("conv_igemm: unsupported activation ") + graph::act_name(act));
+  if (!x || !w || !y) throw Error("conv_igemm: null x, w or y");
+  if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)) || (res && !aligned16(res)))
+    throw Error("conv_igemm: x, w, bias, res and y must be 16-byte aligned");
+  if (x == y) throw Error("conv_igemm: y may not alias x");
+
+  Params p{};
+  p.x = static_cast<const __half*>(x);
+  p.w = static_cast<const __half*>(w);
+  p.bias = static_cast<const __half*>(bias);
+  p.res = static_cast<const __half*>(res);
+  p.y = static_cast<__half*>(y);
+  p.H = s.H, p.W = s.W, p.Ci = s.Ci, p.HoWo = s.Ho * s.Wo, p.Wo = s.Wo, p.kw = s.kw, p.stride = s.stride,
+  p.pad = s.pad;
+  p.M = static_cast<int>(m_of(s)), p.N = s.Co, p.K = static_cast<int>(k_of(s));
+  p.act = act == graph::Act::relu ? 1 : act == graph::Act::silu ? 2 : 0;
+  int splits = 1;
+  split_plan(s, v, &splits, &p.kt_total, &p.kt_per_split);
+  if (splits > 1) {
+    if (!ws || !aligned16(ws)) throw Error("conv_igemm: split-K variant needs a 16-byte aligned workspace");
+    p.ws = static_cast<float*>(ws);
+  }
+
+  const Variant& var = kVariants[v];
+  if (var.bm == 128 && var.bn == 64)
+    launch_tile<128, 64, 64, 32>(p, splits, st);
+  else if (var.bm == 64 && var.bn == 64)
+    launch_tile<64, 64, 32, 32>(p, splits, st);
+  else
+    launch_tile<64, 32, 32, 16>(p, splits, st);
+
+  if (splits > 1) {
+    const int64_t chunks = static_cast<int64_t>(p.M) * p.N / 8;
+    int blocks = static_cast<int>((chunks + 255) / 256);
+    if (blocks > 4096) blocks = 4096;
+    igemm_splitk_reduce<<<blocks, 256, 0, st>>>(p, splits);
+    DF_CUDA_LAUNCH();
+  }
+}
+
+}  // namespace detforge::cuda
