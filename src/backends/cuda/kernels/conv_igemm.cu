@@ -299,12 +299,13 @@ struct Variant {
   const char* name;
   int bm, bn, splits;
 };
-// 128x64: large M (320x320, 160x160 layers); 64x64 / 64x32: more CTAs for 80x80 and below;
+// 128x64: large M (320x320, 160x160 layers); 128x32: large M with Co = 32;
+// 64x64 / 64x32: more CTAs for 80x80 and below;
 // split-K for 40x40 and 20x20 where M*N/tile is far below the 132 SMs of an H200.
 constexpr Variant kVariants[] = {
     {"igemm_128x64_k1", 128, 64, 1}, {"igemm_64x64_k1", 64, 64, 1}, {"igemm_64x64_k2", 64, 64, 2},
     {"igemm_64x64_k4", 64, 64, 4},   {"igemm_64x64_k8", 64, 64, 8}, {"igemm_64x32_k1", 64, 32, 1},
-    {"igemm_64x32_k2", 64, 32, 2},   {"igemm_64x32_k4", 64, 32, 4},
+    {"igemm_64x32_k2", 64, 32, 2},   {"igemm_64x32_k4", 64, 32, 4},   {"igemm_128x32_k1", 128, 32, 1},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
@@ -409,6 +410,8 @@ void conv_igemm(const void* x, const void* w, const void* bias, const void* res,
   const Variant& var = kVariants[v];
   if (var.bm == 128 && var.bn == 64)
     launch_tile<128, 64, 64, 32>(p, splits, st);
+  else if (var.bm == 128 && var.bn == 32)
+    launch_tile<128, 32, 32, 32>(p, splits, st);
   else if (var.bm == 64 && var.bn == 64)
     launch_tile<64, 64, 32, 32>(p, splits, st);
   else
