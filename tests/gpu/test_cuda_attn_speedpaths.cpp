@@ -1,4 +1,4 @@
-// The batch-1 speed paths of attention.cu (v5: key range split over the 4 warps of a block, the
+// The batch-1 speed paths of attention.cu (v5: key range split over the 8 warps of a block, the
 // partial softmax results merged through shared memory) and ms_deform_attn.cu (v2: 16-byte
 // vector loads, sampling points spread over lane groups, groups reduced by shuffles) against
 // plain double-precision host loops (the same loops as test_cuda_kernels.cpp). Every case names
@@ -63,7 +63,7 @@ struct AttnCase {
 // Runs one case: q, k in [-2, 2]; v in [-1, 1] plus a ramp over the key index (-1 at key 0, +1 at
 // the last key), so the output says which part of the key range got the weight: a merge that
 // drops, double counts or mis-scales one warp's slice shifts it by ~0.5. With `plant`, query i
-// of image b gets one dominant key, spread over the key range (so over the 4 warps' slices), at
+// of image b gets one dominant key, spread over the key range (so over the 8 warps' slices), at
 // logit ~+30 above the rest: the running maxima of the warps differ by tens of units and only a
 // correct 2^(m_w - m) rescale gives the reference.
 void run_attention_case(const AttnCase& cs, bool half, float atol, float rtol, bool plant, uint32_t seed) {
@@ -98,23 +98,26 @@ void run_attention_case(const AttnCase& cs, bool half, float atol, float rtol, b
 }
 
 // The v5 split kernel is taken for fp16, head dim 32, 16-byte aligned rows, when
-// B * heads * ceil(L/64) < 264 and a warp's slice (S in 16-key tiles over 4 warps) is <= 128 keys
-// (S <= 512). fp32 runs the same shapes through its own (unchanged) shared-memory path.
+// B * heads * ceil(L/64) < 264, B * heads * ceil(L/16) <= 800 and a warp's slice (S in 16-key
+// tiles over 8 warps) is <= 128 keys (S <= 1024). fp32 runs the same shapes through its own (unchanged) shared-memory path.
 TEST_P(CudaAttnSpeedPaths, AttentionKeySplitMatchesHostLoop) {
   const AttnCase cases[] = {
-      {1, 300, 300, 256, 8, 0, "split, decoder self-attention (80 keys per warp, last slice 60)"},
-      {1, 400, 400, 256, 8, 0, "split, AIFI (112 keys per warp, last slice 64)"},
+      {1, 300, 300, 256, 8, 0, "split, decoder self-attention (48 keys per warp: 6 full, 12, empty)"},
+      {1, 400, 400, 256, 8, 0, "split, AIFI (64 keys per warp: 6 full, 16, empty)"},
       {1, 300, 400, 256, 8, 0, "split, L != S"},
       {1, 17, 300, 256, 8, 0, "split, one query tile, 15 rows past L"},
       {2, 300, 300, 256, 8, 0, "split, batch 2"},
-      {1, 45, 70, 256, 8, 0, "split, S not a multiple of 16 (slices 32/32/6/empty)"},
-      {1, 33, 17, 256, 8, 0, "split, 17 keys: slices 16/1/empty/empty"},
+      {1, 45, 70, 256, 8, 0, "split, S not a multiple of 16 (slices 16 x 4, 6, 3 empty)"},
+      {1, 33, 17, 256, 8, 0, "split, 17 keys: slices 16, 1, 6 empty"},
       {1, 20, 1, 256, 8, 0, "split, one key"},
-      {1, 40, 130, 64, 2, 0, "split, 2 heads, 48-key slices (8-tile kernel)"},
-      {1, 20, 512, 256, 8, 0, "split, largest slice (128 keys)"},
-      {6, 300, 300, 256, 8, 0, "split, batch 6 (6*8*5 = 240 < 264)"},
-      {7, 300, 300, 256, 8, 0, "v4, batch 7 (280 >= 264)"},
-      {1, 20, 520, 256, 8, 0, "v4, S = 520 (slice 144 > 128)"},
+      {1, 40, 130, 64, 2, 0, "split, 2 heads, 16-key slices"},
+      {1, 30, 600, 256, 8, 0, "split, 80-key slices (16-tile kernel)"},
+      {1, 20, 1024, 256, 8, 0, "split, largest slice (128 keys)"},
+      {4, 300, 300, 256, 8, 0, "split, batch 4 (608 blocks)"},
+      {4, 400, 400, 256, 8, 0, "split, batch 4 (800 blocks, the limit)"},
+      {5, 400, 400, 256, 8, 0, "v4, batch 5 (1000 blocks)"},
+      {6, 300, 300, 256, 8, 0, "v4, batch 6 (912 blocks)"},
+      {1, 20, 1040, 256, 8, 0, "v4, S = 1040 (slice 144 > 128)"},
   };
   uint32_t seed = 100;
   for (const auto& cs : cases) run_attention_case(cs, half(), atol(), rtol(), false, seed += 10);
@@ -122,13 +125,13 @@ TEST_P(CudaAttnSpeedPaths, AttentionKeySplitMatchesHostLoop) {
 
 TEST_P(CudaAttnSpeedPaths, AttentionKeySplitWithLargeScoresMatchesHostLoop) {
   // scale 1: random logits reach about +-30, the planted keys ~+64 (in log2 units ~90): the
-  // softmax is close to one-hot on a key in any of the 4 warps' slices.
+  // softmax is close to one-hot on a key in any of the 8 warps' slices.
   const AttnCase cases[] = {
       {1, 300, 300, 256, 8, 1.f, "split"},
       {1, 400, 400, 256, 8, 1.f, "split"},
       {2, 300, 400, 256, 8, 1.f, "split"},
       {1, 50, 77, 256, 8, 1.f, "split, partial slices"},
-      {7, 300, 300, 256, 8, 1.f, "v4"},
+      {6, 300, 300, 256, 8, 1.f, "v4"},
   };
   uint32_t seed = 300;
   for (const auto& cs : cases) {

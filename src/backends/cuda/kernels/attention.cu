@@ -301,16 +301,20 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
 // AIFI (L = S = 400) and 12.4 us per decoder self-attention (L = S = 300) on the H200 (CUPTI,
 // fp16 b1, whole forward 0.99 ms) for ~92 MFLOP: pure latency, as 80 blocks of 2 warps each
 // staged all of K and V of one (image, head) and then walked 5-7 64-key chunks serially.
-// Here a block of kSplitWarps warps owns 16 queries and warp w takes keys [w*kw, (w+1)*kw)
+// Here a block of kSplitWarps = 8 warps owns 16 queries and warp w takes keys [w*kw, (w+1)*kw)
 // (kw: S split in 16-key tiles, rounded up), flash-decoding style: each warp stages only its
 // slice (cp.async, K and V row-major, rows padded to 40 halves: the K fragment loads and the
 // ldmatrix.trans V loads are bank-conflict free), scores its whole slice in registers (no
 // online rescaling, kw <= 8 * NT keys), and keeps its max m_w, row sum l_w and O_w in fp32.
 // The partials are merged through shared memory: O = sum_w 2^(m_w - m) O_w / sum_w 2^(m_w - m)
 // l_w. Grid ceil(L/16) x heads x B (152 blocks at L = 300, batch 1): more blocks than SMs,
-// each with a short serial chain. Numerics as v4: fp32 softmax with exp2 and scale*log2e
+// each with a short serial chain (48-64 keys per warp at S = 300-400). H200, fp16, batch 1,
+// 100 launches in a CUDA graph: L = S = 300 5.0 us (v4 11.5 us), L = S = 400 5.8 us (v4
+// 15.3 us); 4 warps per block gave 6.1 / 7.0 us. It stays ahead of v4 up to ~800 blocks (batch 4,
+// L = 300: 11.9 vs 13.5 us) and falls behind beyond (batch 6: 15.8 vs 14.2 us): the launcher's
+// block limit. Numerics as v4: fp32 softmax with exp2 and scale*log2e
 // folded, P rounded to fp16 only as the mma operand.
-constexpr int kSplitWarps = 4, kOStride = kMmaD + 8;  // merge buffer row stride (floats)
+constexpr int kSplitWarps = 8, kOStride = kMmaD + 8;  // merge buffer row stride (floats)
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -453,7 +457,9 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __ha
     Lm[warp * 16 + g + 8] = l1;
   }
   __syncthreads();
-  // Merge: thread t -> row t/8, channels 4*(t%8) .. +3 (16 rows x 32 channels, 128 threads).
+  // Merge: thread t < 128 -> row t/8, channels 4*(t%8) .. +3 (16 rows x 32 channels).
+  static_assert(kSplitWarps >= 4, "the merge uses 128 threads");
+  if (threadIdx.x >= 128) return;
   const int row = threadIdx.x >> 3, c4 = (threadIdx.x & 7) * 4;
   float m = -INFINITY;
 #pragma unroll
@@ -498,9 +504,11 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
   const size_t mma_smem = attention_mma_smem(S);
   const bool mma_ok = half && d == kMmaD && C % 8 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
                       aligned16(o) && L > 0 && S > 0;
-  // v5 key split when the v4 grid would be small (the same test as v4's 2-warp choice: fewer
-  // than two 4-warp blocks per SM of a 132-SM H200) and each warp's slice fits in 128 keys.
-  if (mma_ok && (int64_t)B * heads * ((L + 63) / 64) < 264 && split_kw(S) <= 128) {
+  // v5 key split when the v4 grid would be small (v4's 2-warp test: fewer than two 4-warp blocks
+  // per SM of a 132-SM H200), its own grid is at most 800 blocks (measured crossover, see
+  // attention_split_k) and each warp's slice fits in 128 keys (S <= 1024).
+  if (mma_ok && (int64_t)B * heads * ((L + 63) / 64) < 264 && (int64_t)B * heads * ((L + 15) / 16) <= 800 &&
+      split_kw(S) <= 128) {
     const size_t smem = attention_split_smem(S);
     dim3 grid((L + 15) / 16, heads, B);
     const float sl2 = scale * 1.4426950408889634f;

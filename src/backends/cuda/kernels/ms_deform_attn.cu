@@ -73,7 +73,8 @@ __global__ void ms_deform_attn_k(const T* value, const T* off, const T* logits, 
 // the 4 corner rows); group g takes points g, g+NG, ... (two at a time, so 8 x 16-byte loads per
 // lane are in flight) and gets them by shuffle. The NG partial sums meet by __shfl_xor_sync and
 // group 0 stores V channels per lane with one 16-byte store. The point order differs from the
-// level-major order of v1 (fp32 accumulation either way).
+// level-major order of v1 (fp32 accumulation either way). H200, fp16, 100 launches in a CUDA
+// graph: batch 1, d 32: 4.7 us (v1 14.8 us); d 64: 5.9 us (v1 26.2 us); batch 32: 89 us (v1 274).
 template <class T>
 __device__ __forceinline__ void acc_pack(float* acc, float w, const uint4& raw);
 template <>
