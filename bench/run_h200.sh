@@ -34,20 +34,7 @@ profile=()
 "$cli" bench --help 2>&1 | grep -q -- "--profile" && profile=(--profile)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader \
   >"$work/smi.txt" 2>&1 || true
-for b in $batches; do
-  for p in $precisions; do
-    it=200; [ "$b" -gt 8 ] && it=60
-    cmd=("$cli" bench "$work/model.bundle" --backend cuda --batch "$b" --precision "$p" --warmup 30 --iters "$it"
-         "${profile[@]}" --json "$work/df_${p}_b$b.json")
-    echo "${cmd[*]}" >"$work/df_${p}_b$b.cmd"
-    "${cmd[@]}" >"$work/df_${p}_b$b.log" 2>&1 || { echo "detforge bench $p b$b failed:"; tail -5 "$work/df_${p}_b$b.log"; }
-  done
-  it=100; [ "$b" -gt 8 ] && it=40
-  PYTHONUNBUFFERED=1 python3 "$root/bench/pytorch_reference.py" "$ckpt" --batch "$b" --warmup 20 --iters "$it" \
-    --modes "${PT_MODES:-eager_fp32,eager_fp16,compile_fp16}" --profile \
-    --json "$work/pt_b$b.json" >/dev/null 2>"$work/pt_b$b.log" || { echo "pytorch b$b failed:"; tail -5 "$work/pt_b$b.log"; }
-done
-
+aggregate() {
 python3 - "$work" "$out" "$stamp" "$model" "$batches" "$precisions" <<'PY'
 import glob, json, os, sys
 work, out, stamp, model, batches, precisions = sys.argv[1:]
@@ -116,3 +103,22 @@ for r in records:
     print(f"{r['backend']:16} {r['precision']:5} {r['batch']:5d} {f(r['engine_ms_p50'],11)} {f(r['engine_ms_p95'],8)} "
           f"{f(r['e2e_ms_p50'],8)} {f(r['images_per_s'],9,1)} {f(r['kernels_per_forward'],8,0)}")
 PY
+}
+
+for b in $batches; do
+  for p in $precisions; do
+    it=200; [ "$b" -gt 8 ] && it=60
+    cmd=("$cli" bench "$work/model.bundle" --backend cuda --batch "$b" --precision "$p" --warmup 30 --iters "$it"
+         "${profile[@]}" --json "$work/df_${p}_b$b.json")
+    echo "${cmd[*]}" >"$work/df_${p}_b$b.cmd"
+    timeout "${STEP_TIMEOUT:-900}" "${cmd[@]}" >"$work/df_${p}_b$b.log" 2>&1 ||
+      { echo "detforge bench $p b$b failed:"; tail -5 "$work/df_${p}_b$b.log"; }
+  done
+  it=100; [ "$b" -gt 8 ] && it=40
+  PYTHONUNBUFFERED=1 timeout "${PT_TIMEOUT:-900}" python3 "$root/bench/pytorch_reference.py" "$ckpt" --batch "$b" --warmup 20 --iters "$it" \
+    --modes "${PT_MODES:-eager_fp32,eager_fp16,compile_fp16}" --profile \
+    --json "$work/pt_b$b.json" >/dev/null 2>"$work/pt_b$b.log" || { echo "pytorch b$b failed:"; tail -5 "$work/pt_b$b.log"; }
+  aggregate >"$work/table.txt"  # after every batch: a later timeout still leaves these records
+done
+cat "$work/table.txt"
+
