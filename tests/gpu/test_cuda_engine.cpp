@@ -171,7 +171,8 @@ TEST_P(CudaEngineTest, BatchOfThreeEqualsThreeSingleRunsAndReplayEqualsEager) {
 }
 
 // DETFORGE_CUDA_OWN_CONV=force puts every conv our implicit-GEMM kernels support on them (here
-// the 8->8 channel 3x3 conv; the 3-channel stem conv stays on cuDNN): still the host result.
+// the 8->8 channel 3x3 conv) and DETFORGE_CUDA_STEM=1 the 3-channel conv on the direct stem
+// kernel: still the host result.
 TEST(CudaEngine, OwnConvKernelsInTheEngineMatchHostReference) {
   DETFORGE_REQUIRE_GPU();
   Net n = make_net();
@@ -179,8 +180,10 @@ TEST(CudaEngine, OwnConvKernelsInTheEngineMatchHostReference) {
   opt.max_batch = 2;
   opt.precision = "fp16";
   setenv("DETFORGE_CUDA_OWN_CONV", "force", 1);
+  setenv("DETFORGE_CUDA_STEM", "1", 1);  // and c1 on the direct stem kernel
   auto eng = make_cuda_engine(n.g, opt);
   unsetenv("DETFORGE_CUDA_OWN_CONV");
+  unsetenv("DETFORGE_CUDA_STEM");
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   EXPECT_EQ(e->conv_fusion_summary(2).rfind("1 convs on own implicit-GEMM kernels", 0), 0u) << e->conv_fusion_summary(2);
   const int px_n = 16 * 16 * 3;
@@ -230,7 +233,9 @@ TEST(CudaEngine, OpProfileAttributesEveryKernelToItsOp) {
   EngineOptions opt;
   opt.max_batch = 2;
   opt.precision = "fp16";
+  setenv("DETFORGE_CUDA_STEM", "1", 1);
   auto e = make_cuda_engine(n.g, opt);
+  unsetenv("DETFORGE_CUDA_STEM");
   auto p = bench::cuda_profile_ops(*e, 2, 3);
   ASSERT_TRUE(p.available) << p.why;
   ASSERT_EQ(p.ops.size(), n.g.ops.size() + 1);

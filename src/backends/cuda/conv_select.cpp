@@ -61,8 +61,8 @@ bool same(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
 
 OwnConvMode own_conv_mode_from_env() {
   const char* v = std::getenv("DETFORGE_CUDA_OWN_CONV");
-  if (!v || !*v || std::string(v) == "1") return OwnConvMode::fastest;
-  if (std::string(v) == "0") return OwnConvMode::off;
+  if (!v || !*v || std::string(v) == "0") return OwnConvMode::off;
+  if (std::string(v) == "1") return OwnConvMode::fastest;
   if (std::string(v) == "force") return OwnConvMode::force;
   throw Error(std::string("cuda backend: DETFORGE_CUDA_OWN_CONV=") + v + " is not 0, 1 or force");
 }

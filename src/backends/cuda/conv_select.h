@@ -17,8 +17,12 @@
 
 namespace detforge::cuda {
 
-// DETFORGE_CUDA_OWN_CONV: 0 = cuDNN only, 1 = fastest verified (default), force = the fastest
-// own variant whenever one supports the shape (tests use it to exercise the own kernels).
+// DETFORGE_CUDA_OWN_CONV: 0 = cuDNN/cuBLASLt only (default), 1 = fastest verified, force = the
+// fastest own variant whenever one supports the shape (tests use it to exercise the own kernels).
+// Off by default: in the 2026-12-02 H200 A/B (bench/results/h200/ab-2026-12-02-own-conv) the
+// per-shape choice made batch 1 slower (0.956 vs 0.851 ms): the load-time timing ran each
+// candidate 20 times back to back from the host, where cuBLASLt's and cuDNN's host-side launch
+// cost (not paid inside the captured graph) made the library kernels look slower than they are.
 enum class OwnConvMode { off, fastest, force };
 OwnConvMode own_conv_mode_from_env();
 

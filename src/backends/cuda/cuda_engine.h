@@ -125,7 +125,7 @@ class CudaEngine : public Engine {
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
-  int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=0: off
+  int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1: on
   std::string precision_;
   std::string first_nonfinite_;
   int device_ = 0;
