@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -15,21 +16,42 @@ namespace {
 
 constexpr int kWarmup = 3, kReps = 20;
 
-template <class F>
-double time_us(F&& f, cudaStream_t s) {
-  for (int i = 0; i < kWarmup; ++i) f();
+// GPU time per call as the captured forward sees it: kReps calls captured into one CUDA graph
+// and replayed, so the host-side cost of a library call (cuDNN frontend execute, cuBLASLt
+// matmul: more than a plain launch, and never paid inside the engine's graph) is not counted.
+// Timing them back to back from the host made the libraries look slower than they are and chose
+// own kernels that were slower in the graph (bench/results/h200/ab-2026-12-02-own-conv).
+double time_us(const std::function<void()>& f, cudaStream_t s) {
+  for (int i = 0; i < kWarmup; ++i) f();  // eager first: libraries load kernels lazily
+  DF_CUDA(cudaStreamSynchronize(s));
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  DF_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    for (int i = 0; i < kReps; ++i) f();
+  } catch (...) {
+    cudaStreamEndCapture(s, &g);
+    if (g) cudaGraphDestroy(g);
+    throw;
+  }
+  DF_CUDA(cudaStreamEndCapture(s, &g));
+  const cudaError_t inst = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  DF_CUDA(inst);
   cudaEvent_t a, b;
   DF_CUDA(cudaEventCreate(&a));
   DF_CUDA(cudaEventCreate(&b));
+  DF_CUDA(cudaGraphLaunch(exec, s));  // warm replay
   DF_CUDA(cudaEventRecord(a, s));
-  for (int i = 0; i < kReps; ++i) f();
+  for (int i = 0; i < 3; ++i) DF_CUDA(cudaGraphLaunch(exec, s));
   DF_CUDA(cudaEventRecord(b, s));
   DF_CUDA(cudaEventSynchronize(b));
   float ms = 0;
   DF_CUDA(cudaEventElapsedTime(&ms, a, b));
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  return ms * 1e3 / kReps;
+  cudaGraphExecDestroy(exec);
+  return ms * 1e3 / (3 * kReps);
 }
 
 void fill_random(void* p, size_t n, uint32_t seed, cudaStream_t s) {
@@ -88,7 +110,7 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
   }
   c.chosen_us = mode == OwnConvMode::force ? 1e30 : c.library_us;
   for (int v : variants) {
-    auto run = [&] { conv_igemm(b.x, b.w, b.bias, b.res, b.y, s, act, v, b.ws, b.stream); };
+    std::function<void()> run = [&] { conv_igemm(b.x, b.w, b.bias, b.res, b.y, s, act, v, b.ws, b.stream); };
     double us = 0;
     try {
       us = time_us(run, b.stream);

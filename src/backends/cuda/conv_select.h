@@ -23,6 +23,8 @@ namespace detforge::cuda {
 // per-shape choice made batch 1 slower (0.956 vs 0.851 ms): the load-time timing ran each
 // candidate 20 times back to back from the host, where cuBLASLt's and cuDNN's host-side launch
 // cost (not paid inside the captured graph) made the library kernels look slower than they are.
+// The candidates are now timed inside a captured graph (conv_select.cpp); that fix has not been
+// measured on the GPU yet, so the default stays off until an A/B shows it faster.
 enum class OwnConvMode { off, fastest, force };
 OwnConvMode own_conv_mode_from_env();
 
