@@ -1,12 +1,12 @@
 // Implicit-GEMM fp16 NHWC convolution (see conv_igemm.h for the why and the GEMM view).
 //
-// One kernel template per CTA tile (BM x BN x 32, 4 warps of WM x WN):
-//  * A (im2col of x) and B (w rows) tiles stream through a 4-stage cp.async pipeline; every
+// One kernel template per CTA tile (BM x BN x BK with BK 32 or 64, 4 warps of WM x WN):
+//  * A (im2col of x) and B (w rows) tiles stream through a 3-4 stage cp.async pipeline; every
 //    16-byte chunk is one cp.async.cg with src-size 0 (zero fill) for padding, rows past M or N
 //    and K past the end, so the MMA loop has no bounds checks.
-//  * smem rows are 40 halves (80 bytes): the 8 row addresses of one ldmatrix phase fall on
-//    distinct 4-bank groups, so ldmatrix is conflict-free without a swizzle.
-//  * Each thread owns one 8-element K column (tid & 3) of a fixed set of tile rows, so the
+//  * smem rows are BK + 8 halves (80 or 144 bytes): the 8 row addresses of one ldmatrix phase
+//    fall on distinct 4-bank groups, so ldmatrix is conflict-free without a swizzle.
+//  * Each thread owns one 8-element K column (tid % (BK/8)) of a fixed set of tile rows, so the
 //    per-row gather state (image base, oy*s - pad, ox*s - pad) is computed once per CTA and the
 //    K position (ky, kx, ci) advances incrementally, with no divides in the loop.
 //  * The accumulators go through smem so that the epilogue reads and writes 16 bytes at a time:
@@ -27,9 +27,8 @@
 namespace detforge::cuda {
 namespace {
 
-constexpr int kBK = 32;        // K per pipeline stage: two m16n8k16 steps
-constexpr int kLds = kBK + 8;  // smem row pitch in halves (80 bytes: conflict-free ldmatrix)
-constexpr int kStages = 4;
+// Tile config: BK = K per pipeline stage (32 or 64), STAGES cp.async stages. smem rows are
+// BK + 8 halves (80 or 144 bytes): the 8 rows of one ldmatrix phase hit distinct bank groups.
 
 struct Params {
   const __half* x;
@@ -111,20 +110,22 @@ template <int BM, int BN, int WM, int WN>
 constexpr int threads_of() {
   return (BM / WM) * (BN / WN) * 32;
 }
-template <int BM, int BN>
+template <int BM, int BN, int BK, int STAGES>
 constexpr size_t smem_of() {
-  return static_cast<size_t>(kStages) * (BM + BN) * kLds * sizeof(__half);
+  return static_cast<size_t>(STAGES) * (BM + BN) * (BK + 8) * sizeof(__half);
 }
 
-template <int BM, int BN, int WM, int WN>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 __global__ void __launch_bounds__(threads_of<BM, BN, WM, WN>()) igemm_kernel(const Params p) {
+  constexpr int kBK = BK, kLds = BK + 8, kStages = STAGES;
   constexpr int WARPS_M = BM / WM, NT = threads_of<BM, BN, WM, WN>();
   constexpr int MI = WM / 16, NI = WN / 8;
-  constexpr int A_IT = BM * 4 / NT, B_IT = BN * 4 / NT;  // 16-byte chunks per thread per stage
-  constexpr int ROWS_PER_IT = NT / 4;
+  constexpr int CPR = BK / 8;                                // 16-byte chunks per tile row
+  constexpr int A_IT = BM * CPR / NT, B_IT = BN * CPR / NT;  // chunks per thread per stage
+  constexpr int ROWS_PER_IT = NT / CPR;
   constexpr int LDC = BN + 4;  // fp32 staging pitch of the epilogue
-  static_assert(BM * 4 % NT == 0 && BN * 4 % NT == 0 && NI % 2 == 0 && WM % 16 == 0, "tile");
-  static_assert(static_cast<size_t>(BM) * LDC * 4 <= smem_of<BM, BN>(), "epilogue staging fits");
+  static_assert(BM * CPR % NT == 0 && BN * CPR % NT == 0 && NI % 2 == 0 && WM % 16 == 0, "tile");
+  static_assert(static_cast<size_t>(BM) * LDC * 4 <= smem_of<BM, BN, BK, STAGES>(), "epilogue staging fits");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* sA = reinterpret_cast<__half*>(smem_raw);  // [kStages][BM][kLds]
@@ -136,9 +137,9 @@ __global__ void __launch_bounds__(threads_of<BM, BN, WM, WN>()) igemm_kernel(con
   const int kt_begin = blockIdx.z * p.kt_per_split;
   const int nkt = max(min(p.kt_total - kt_begin, p.kt_per_split), 0);
 
-  // Gather state of this thread's A rows and B rows (row r = (tid >> 2) + i * ROWS_PER_IT).
-  const int kc = tid & 3;
-  const int row0 = tid >> 2;
+  // Gather state of this thread's A rows and B rows (row r = tid / CPR + i * ROWS_PER_IT).
+  const int kc = tid % CPR;
+  const int row0 = tid / CPR;
   const __half* a_base[A_IT];
   int a_iy[A_IT], a_ix[A_IT];
 #pragma unroll
@@ -164,7 +165,7 @@ __global__ void __launch_bounds__(threads_of<BM, BN, WM, WN>()) igemm_kernel(con
     b_ok[i] = n < p.N;
     b_row[i] = p.w + static_cast<int64_t>(b_ok[i] ? n : 0) * p.K;
   }
-  // K position of this thread's chunk: k = kt * 32 + kc * 8 <-> (ky, kx, ci).
+  // K position of this thread's chunk: k = kt * BK + kc * 8 <-> (ky, kx, ci).
   int k = kt_begin * kBK + kc * 8;
   int ci = k % p.Ci, kx, ky;
   {
@@ -297,15 +298,23 @@ __global__ void igemm_splitk_reduce(const Params p, int splits) {
 
 struct Variant {
   const char* name;
-  int bm, bn, splits;
+  int bm, bn, bk, splits;
 };
+// Measured (H200, graph-captured, bias+res+relu; DISABLED_Timing in the test): the kernel runs at
+// ~110 TFLOP/s on the large 3x3s, 1.2-2x slower than cuDNN's plain conv (160x160x64->64: 17.2 vs
+// 10.9 us; 20x20x512->512: 18.2 (64x64x64_k4) vs 11.6 us) and wins only where split-K matters most
+// (20x20x128->128: 6.2 (64x32_k4) vs 7.2 us). The engine's per-op timing keeps cuDNN elsewhere.
 // 128x64: large M (320x320, 160x160 layers); 128x32: large M with Co = 32;
 // 64x64 / 64x32: more CTAs for 80x80 and below;
 // split-K for 40x40 and 20x20 where M*N/tile is far below the 132 SMs of an H200.
 constexpr Variant kVariants[] = {
-    {"igemm_128x64_k1", 128, 64, 1}, {"igemm_64x64_k1", 64, 64, 1}, {"igemm_64x64_k2", 64, 64, 2},
-    {"igemm_64x64_k4", 64, 64, 4},   {"igemm_64x64_k8", 64, 64, 8}, {"igemm_64x32_k1", 64, 32, 1},
-    {"igemm_64x32_k2", 64, 32, 2},   {"igemm_64x32_k4", 64, 32, 4},   {"igemm_128x32_k1", 128, 32, 1},
+    {"igemm_128x64_k1", 128, 64, 32, 1}, {"igemm_64x64_k1", 64, 64, 32, 1}, {"igemm_64x64_k2", 64, 64, 32, 2},
+    {"igemm_64x64_k4", 64, 64, 32, 4},   {"igemm_64x64_k8", 64, 64, 32, 8}, {"igemm_64x32_k1", 64, 32, 32, 1},
+    {"igemm_64x32_k2", 64, 32, 32, 2},   {"igemm_64x32_k4", 64, 32, 32, 4},   {"igemm_128x32_k1", 128, 32, 32, 1},
+    // BK = 64, 3 stages: half the barriers per MMA, 128-byte row segments per warp load.
+    {"igemm_128x64x64_k1", 128, 64, 64, 1}, {"igemm_64x64x64_k1", 64, 64, 64, 1},
+    {"igemm_64x64x64_k4", 64, 64, 64, 4}, {"igemm_64x32x64_k1", 64, 32, 64, 1},
+    {"igemm_64x32x64_k4", 64, 32, 64, 4},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
@@ -314,7 +323,8 @@ int64_t m_of(const ConvShape& s) { return static_cast<int64_t>(s.B) * s.Ho * s.W
 
 // Splits actually launched: no empty split (k-tiles per split rounded up, then recounted).
 void split_plan(const ConvShape& s, int v, int* splits, int* kt_total, int* kt_per) {
-  const int kt = static_cast<int>((k_of(s) + kBK - 1) / kBK);
+  const int bk = kVariants[v].bk;
+  const int kt = static_cast<int>((k_of(s) + bk - 1) / bk);
   int want = kVariants[v].splits;
   if (want > kt) want = kt;
   const int per = (kt + want - 1) / want;
@@ -323,10 +333,10 @@ void split_plan(const ConvShape& s, int v, int* splits, int* kt_total, int* kt_p
   *splits = (kt + per - 1) / per;
 }
 
-template <int BM, int BN, int WM, int WN>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 void launch_tile(const Params& p, int splits, cudaStream_t st) {
-  constexpr size_t smem = smem_of<BM, BN>();
-  auto* kern = igemm_kernel<BM, BN, WM, WN>;
+  constexpr size_t smem = smem_of<BM, BN, BK, STAGES>();
+  auto* kern = igemm_kernel<BM, BN, BK, WM, WN, STAGES>;
   // Over 48 KiB of dynamic smem needs an opt-in, once per device (bit = device ordinal).
   static std::atomic<uint64_t> opted{0};
   int dev = 0;
@@ -408,14 +418,23 @@ void conv_igemm(const void* x, const void* w, const void* bias, const void* res,
   }
 
   const Variant& var = kVariants[v];
-  if (var.bm == 128 && var.bn == 64)
-    launch_tile<128, 64, 64, 32>(p, splits, st);
-  else if (var.bm == 128 && var.bn == 32)
-    launch_tile<128, 32, 32, 32>(p, splits, st);
-  else if (var.bm == 64 && var.bn == 64)
-    launch_tile<64, 64, 32, 32>(p, splits, st);
-  else
-    launch_tile<64, 32, 32, 16>(p, splits, st);
+  if (var.bk == 32) {
+    if (var.bm == 128 && var.bn == 64)
+      launch_tile<128, 64, 32, 64, 32, 4>(p, splits, st);
+    else if (var.bm == 128 && var.bn == 32)
+      launch_tile<128, 32, 32, 32, 32, 4>(p, splits, st);
+    else if (var.bm == 64 && var.bn == 64)
+      launch_tile<64, 64, 32, 32, 32, 4>(p, splits, st);
+    else
+      launch_tile<64, 32, 32, 32, 16, 4>(p, splits, st);
+  } else {
+    if (var.bm == 128 && var.bn == 64)
+      launch_tile<128, 64, 64, 64, 32, 3>(p, splits, st);
+    else if (var.bm == 64 && var.bn == 64)
+      launch_tile<64, 64, 64, 32, 32, 3>(p, splits, st);
+    else
+      launch_tile<64, 32, 64, 32, 16, 3>(p, splits, st);
+  }
 
   if (splits > 1) {
     const int64_t chunks = static_cast<int64_t>(p.M) * p.N / 8;
