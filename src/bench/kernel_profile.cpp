@@ -189,47 +189,45 @@ void summarize(KernelProfile& p, const std::vector<Record>& recs, int forwards) 
   if (p.top_kernels.size() > 15) p.top_kernels.resize(15);
 }
 
+// The CUDA engine to profile at `batch` (plans and graph ready), or null with p.why set.
+cuda::CudaEngine* profiled_engine(Engine& engine, int batch, KernelProfile& p) {
+  auto* e = dynamic_cast<cuda::CudaEngine*>(&engine);
+  if (!e) {
+    p.why = "engine is not the CUDA backend";
+    return nullptr;
+  }
+  e->prepare(batch);
+  return e;
+}
+
 }  // namespace
+#elif !defined(DETFORGE_HAVE_CUDA)
+#define DETFORGE_PROFILE_UNAVAILABLE "built without CUDA"
+#else
+#define DETFORGE_PROFILE_UNAVAILABLE "built without CUPTI"
 #endif
 
 KernelProfile cuda_profile_forward(Engine& engine, int batch, int forwards) {
   KernelProfile p;
-#if !defined(DETFORGE_HAVE_CUDA)
-  (void)engine, (void)batch, (void)forwards;
-  p.why = "built without CUDA";
-#elif !defined(DETFORGE_HAVE_CUPTI)
-  (void)engine, (void)batch, (void)forwards;
-  p.why = "built without CUPTI";
-#else
-  auto* e = dynamic_cast<cuda::CudaEngine*>(&engine);
-  if (!e) {
-    p.why = "engine is not the CUDA backend";
-    return p;
-  }
-  e->prepare(batch);
+#ifndef DETFORGE_PROFILE_UNAVAILABLE
+  auto* e = profiled_engine(engine, batch, p);
+  if (!e) return p;
   auto recs = collect(*e, [&] {
     for (int i = 0; i < forwards; ++i) e->launch(batch);
   }, nullptr);
   summarize(p, recs, forwards);
+#else
+  (void)engine, (void)batch, (void)forwards;
+  p.why = DETFORGE_PROFILE_UNAVAILABLE;
 #endif
   return p;
 }
 
 KernelProfile cuda_profile_ops(Engine& engine, int batch, int forwards) {
   KernelProfile p;
-#if !defined(DETFORGE_HAVE_CUDA)
-  (void)engine, (void)batch, (void)forwards;
-  p.why = "built without CUDA";
-#elif !defined(DETFORGE_HAVE_CUPTI)
-  (void)engine, (void)batch, (void)forwards;
-  p.why = "built without CUPTI";
-#else
-  auto* e = dynamic_cast<cuda::CudaEngine*>(&engine);
-  if (!e) {
-    p.why = "engine is not the CUDA backend";
-    return p;
-  }
-  e->prepare(batch);
+#ifndef DETFORGE_PROFILE_UNAVAILABLE
+  auto* e = profiled_engine(engine, batch, p);
+  if (!e) return p;
   std::map<uint32_t, uint64_t> external;
   auto hook = [](int op, bool before) {
     if (before) {
@@ -264,6 +262,9 @@ KernelProfile cuda_profile_ops(Engine& engine, int batch, int forwards) {
     if (r.name[0] != '[') p.ops[k].kernels += 1.0 / forwards;
     if (r.ms > longest[k]) longest[k] = r.ms, p.ops[k].kernel = r.name;
   }
+#else
+  (void)engine, (void)batch, (void)forwards;
+  p.why = DETFORGE_PROFILE_UNAVAILABLE;
 #endif
   return p;
 }

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/kernels/kernels.h"
 #include "detforge/types.h"
+#include "attn_ref.h"
 #include "gpu_test_util.h"
 #include "host_ref.h"
 
@@ -83,33 +84,6 @@ TEST_P(CudaKernel, LayerNormVectorAndGenericPathsMatchHostLoop) {
   }
 }
 
-// softmax(scale q k^T) v per head in double: o[B,L,C] from q[B,L,C], k/v[B,S,C].
-std::vector<float> attention_ref(const std::vector<float>& q, const std::vector<float>& k,
-                                 const std::vector<float>& v, int B, int L, int S, int C, int heads, float scale) {
-  const int d = C / heads;
-  std::vector<float> want((size_t)B * L * C);
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < heads; ++h)
-      for (int i = 0; i < L; ++i) {
-        std::vector<double> p(S);
-        double mx = -1e300, sum = 0;
-        for (int j = 0; j < S; ++j) {
-          double a = 0;
-          for (int c = 0; c < d; ++c)
-            a += (double)q[((size_t)b * L + i) * C + h * d + c] * k[((size_t)b * S + j) * C + h * d + c];
-          p[j] = a * scale;
-          mx = std::max(mx, p[j]);
-        }
-        for (int j = 0; j < S; ++j) sum += (p[j] = std::exp(p[j] - mx));
-        for (int c = 0; c < d; ++c) {
-          double o = 0;
-          for (int j = 0; j < S; ++j) o += p[j] / sum * v[((size_t)b * S + j) * C + h * d + c];
-          want[((size_t)b * L + i) * C + h * d + c] = static_cast<float>(o);
-        }
-      }
-  return want;
-}
-
 TEST_P(CudaKernel, AttentionMatchesHostLoop) {
   // (B, L, S, C, heads). fp32: head dim <= 32 takes the shared-memory path, 48 the fallback.
   // fp16 with head dim 32 takes the tensor-core path (attention.cu, v4): S below one 64-key
@@ -154,47 +128,6 @@ TEST_P(CudaKernel, AttentionWithLargeScoresAndUnalignedRowsMatchesHostLoop) {
   DevBuf dout2((size_t)B * L * C, half());
   cuda::attention(q_off, dk.get(), dv.get(), dout2.get(), B, L, S, C, heads, scale, half(), nullptr);
   EXPECT_TRUE(close(dout2.download(), want, atol(), rtol())) << "q off alignment";
-}
-
-// Host reference of MSDeformAttnV2 "default" (family spec §3.8).
-std::vector<float> deform_ref(const std::vector<float>& value, const std::vector<float>& off,
-                              const std::vector<float>& logits, const std::vector<float>& ref,
-                              const std::vector<float>& ps, int B, int Lv, int Q, int C, const DeformShape& sh) {
-  const int H = sh.heads, LP = sh.levels * sh.points, d = C / H;
-  std::vector<float> out(static_cast<size_t>(B) * Q * C);
-  for (int b = 0; b < B; ++b)
-    for (int q = 0; q < Q; ++q)
-      for (int h = 0; h < H; ++h) {
-        const size_t bq = static_cast<size_t>(b) * Q + q;
-        std::vector<double> w(LP);
-        double mx = -1e300, sum = 0;
-        for (int j = 0; j < LP; ++j) mx = std::max(mx, (double)logits[bq * H * LP + h * LP + j]);
-        for (int j = 0; j < LP; ++j) sum += (w[j] = std::exp(logits[bq * H * LP + h * LP + j] - mx));
-        for (int c = 0; c < d; ++c) {
-          double acc = 0;
-          for (int l = 0; l < sh.levels; ++l)
-            for (int p = 0; p < sh.points; ++p) {
-              const int j = l * sh.points + p;
-              const double k = ps[j] * sh.offset_scale;
-              const double lx = ref[bq * 4 + 0] + off[bq * H * LP * 2 + (h * LP + j) * 2 + 0] * k * ref[bq * 4 + 2];
-              const double ly = ref[bq * 4 + 1] + off[bq * H * LP * 2 + (h * LP + j) * 2 + 1] * k * ref[bq * 4 + 3];
-              const double ix = lx * sh.W[l] - 0.5, iy = ly * sh.H[l] - 0.5;
-              const int x0 = (int)std::floor(ix), y0 = (int)std::floor(iy);
-              const double fx = ix - x0, fy = iy - y0;
-              double s = 0;
-              for (int dy = 0; dy < 2; ++dy)
-                for (int dx = 0; dx < 2; ++dx) {
-                  const int yy = y0 + dy, xx = x0 + dx;
-                  if (yy < 0 || yy >= sh.H[l] || xx < 0 || xx >= sh.W[l]) continue;
-                  const double wt = (dx ? fx : 1 - fx) * (dy ? fy : 1 - fy);
-                  s += wt * value[((size_t)b * Lv + sh.start[l] + yy * sh.W[l] + xx) * C + h * d + c];
-                }
-              acc += w[j] / sum * s;
-            }
-          out[bq * C + h * d + c] = static_cast<float>(acc);
-        }
-      }
-  return out;
 }
 
 TEST_P(CudaKernel, MsDeformAttnMatchesHostLoop) {

@@ -113,6 +113,8 @@ class CudaEngine : public Engine {
   void launch_op(size_t i, BatchPlan& p, int batch, cudaStream_t s, void* ws);  // cuda_ops.cpp
   void build_op_plan(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
   ConvShape conv_shape(size_t i, int batch) const;        // cuda_ops.cpp
+  // The op's buffers (at load: scratch the selection may fill) and stream_'s workspace.
+  ConvBuffers op_buffers(const graph::Op& op, bool bias, bool res) const;  // cuda_ops.cpp
   void* ptr(graph::TensorId t) const { return slots_[slots_[t].root].dev; }
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);

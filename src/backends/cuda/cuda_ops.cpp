@@ -58,6 +58,19 @@ ConvShape CudaEngine::conv_shape(size_t i, int batch) const {
   return s;
 }
 
+ConvBuffers CudaEngine::op_buffers(const graph::Op& op, bool bias, bool res) const {
+  ConvBuffers cb;
+  cb.x = ptr(op.inputs[0]);
+  cb.w = ptr(op.inputs[1]);
+  cb.bias = bias ? ptr(op.inputs[2]) : nullptr;
+  cb.res = res ? ptr(op.inputs[3]) : nullptr;
+  cb.y = ptr(op.outputs[0]);
+  cb.ws = workspace_;
+  cb.ws_bytes = workspace_bytes_;
+  cb.stream = stream_;
+  return cb;
+}
+
 void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   const graph::Op& op = g_.ops[i];
   if (op.kind == OpKind::conv2d && static_cast<int>(i) == stem_op_) return;  // conv_stem needs no plan
@@ -70,17 +83,10 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
                               std::to_string(s.Ci) + "," + std::to_string(s.Co) + "," + std::to_string(s.kh) + "," +
                               std::to_string(s.kw) + "," + std::to_string(s.stride) + "," + std::to_string(s.pad) +
                               "," + std::to_string(bias) + std::to_string(res) + graph::act_name(op.act());
+      const ConvBuffers cb = op_buffers(op, bias, res);
       auto it = fused_cache_.find(key);
       if (it == fused_cache_.end()) {
-        ConvTune tune;
-        tune.max_plans = conv_tune_;
-        tune.x = ptr(op.inputs[0]);
-        tune.w = ptr(op.inputs[1]);
-        tune.bias = bias ? ptr(op.inputs[2]) : nullptr;
-        tune.residual = res ? ptr(op.inputs[3]) : nullptr;
-        tune.y = ptr(op.outputs[0]);
-        tune.ws = workspace_;
-        tune.stream = stream_;
+        const ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
         it = fused_cache_.emplace(key, make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why, &tune))
                  .first;
       }
@@ -88,15 +94,6 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       if (p.fused[i] || own_conv_ == OwnConvMode::force) {
         auto oc = own_conv_cache_.find(key);
         if (oc == own_conv_cache_.end()) {
-          ConvBuffers cb;
-          cb.x = ptr(op.inputs[0]);
-          cb.w = ptr(op.inputs[1]);
-          cb.bias = bias ? ptr(op.inputs[2]) : nullptr;
-          cb.res = res ? ptr(op.inputs[3]) : nullptr;
-          cb.y = ptr(op.outputs[0]);
-          cb.ws = workspace_;
-          cb.ws_bytes = workspace_bytes_;
-          cb.stream = stream_;
           std::function<void()> ref;
           if (auto* f = p.fused[i].get()) ref = [f, cb] { f->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
           oc = own_conv_cache_.emplace(key, choose_conv(ref, s, op.act(), cb, own_conv_)).first;
@@ -128,15 +125,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
                                "," + std::to_string(bias) + std::to_string(res) + std::to_string(relu);
       auto oc = own_conv_cache_.find(key);
       if (oc == own_conv_cache_.end()) {
-        ConvBuffers cb;
-        cb.x = ptr(op.inputs[0]);
-        cb.w = ptr(op.inputs[1]);
-        cb.bias = bias ? ptr(op.inputs[2]) : nullptr;
-        cb.res = res ? ptr(op.inputs[3]) : nullptr;
-        cb.y = ptr(op.outputs[0]);
-        cb.ws = workspace_;
-        cb.ws_bytes = workspace_bytes_;
-        cb.stream = stream_;
+        const ConvBuffers cb = op_buffers(op, bias, res);
         const LtLinear* lt = p.lin[i].get();
         std::function<void()> ref = [lt, cb] { lt->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
         oc = own_conv_cache_.emplace(key, choose_conv(ref, linear_as_conv(rows, N, K), relu ? Act::relu : Act::none,

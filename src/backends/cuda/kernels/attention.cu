@@ -13,6 +13,7 @@
 // transformers).
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/mma.cuh"
 
 namespace detforge::cuda {
 namespace {
@@ -144,13 +145,6 @@ __global__ void attention_smem_k(const T* q, const T* k, const T* v, T* o, int L
 // are staged once per block in shared memory, zero-filled up to the 64-key chunk boundary.
 constexpr int kMmaD = 32, kMmaChunk = 64, kKStride = kMmaD + 8;  // halves
 
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);  // .x (low 16 bits) = lo: the lower column index
   return *reinterpret_cast<uint32_t*>(&h);

@@ -14,6 +14,7 @@
 //    (gridDim.z > 1, for small M such as 20x20x512 where 64x64 tiles give 56 CTAs on 132 SMs)
 //    it stores fp32 partials [split][M][N] and a reduce kernel finishes.
 #include "backends/cuda/kernels/conv_igemm.h"
+#include "backends/cuda/kernels/mma.cuh"
 
 #include <cuda_fp16.h>
 
@@ -60,13 +61,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr)
                : "memory");
-}
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // v (8 fp32 sums of columns n..n+7 of output element offset o) + bias + res, act, one fp16
