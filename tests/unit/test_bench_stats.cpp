@@ -23,6 +23,42 @@ TEST(BenchKernelGroup, GroupsTheKernelsOfAnH200Profile) {
   EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda41_GLOBAL__N__a37b0c07_9_concat_cu_1f7cbe3317concat_part_vec_kIiEEvPK5uint4"),
             "elementwise");
   EXPECT_EQ(bench::kernel_group("attention_mma_k<__half>"), "attention");
+  // Kernels added in v5 (names from bench/results/h200/ab-2026-12-02-own-conv/own_b1.json).
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda46_GLOBAL__N__342dcfaf_13_conv_igemm_cu_f9701fc612igemm_kernelILi128ELi32E"
+                                "Li32ELi32EEEvNS1_6ParamsE"),
+            "convolution");
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda46_GLOBAL__N__342dcfaf_13_conv_igemm_cu_f9701fc619igemm_splitk_reduceENS1_"
+                                "6ParamsEi"),
+            "convolution");
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda45_GLOBAL__N__c94f270f_12_conv_stem_cu_443e153911conv_stem_kI6__halfLi32EE"),
+            "convolution");
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda45_GLOBAL__N__66ef5eed_12_attention_cu_14acdb4d17attention_split_kILi8EEEv"),
+            "attention");
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda45_GLOBAL__N__b0a72aa3_12_topk_rows_cu_9da2069d13topk_select_kI6__halfLi1EEE"),
+            "elementwise");
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda41_GLOBAL__N__a37b0c07_9_concat_cu_ec0cd2538concat_kI5uint4iEEvNS1_8PartsArg"),
+            "elementwise");
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda46_GLOBAL__N__57977bcf_13_layer_norm_cu_55ef655216layer_norm_vec_kI6__halfLi1EE"),
+            "normalization");
+}
+
+TEST(BenchKernelGroup, PerOpProfileGoesIntoTheJson) {
+  bench::KernelProfile p;
+  p.available = true;
+  p.forwards = 2;
+  p.ops.push_back({-1, "input conversion", "convert", "from_f32_k", 0.005, 1});
+  p.ops.push_back({0, "model.backbone.conv", "conv2d", "sm90_xmma_fprop", 0.0108, 1});
+  const auto j = bench::to_json(p);
+  ASSERT_TRUE(j.contains("ops"));
+  ASSERT_EQ(j["ops"].size(), 2u);
+  EXPECT_EQ(j["ops"][1]["op"], "model.backbone.conv");
+  EXPECT_EQ(j["ops"][1]["kind"], "conv2d");
+  EXPECT_DOUBLE_EQ(j["ops"][1]["ms"].get<double>(), 0.0108);
+  EXPECT_EQ(j["ops"][0]["index"], -1);
+  bench::KernelProfile none;
+  none.why = "built without CUPTI";
+  EXPECT_FALSE(bench::to_json(none).contains("ops"));
+  EXPECT_EQ(bench::to_json(none)["why"], "built without CUPTI");
 }
 
 TEST(BenchLatency, PercentilesAndStability) {
