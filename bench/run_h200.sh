@@ -19,8 +19,10 @@ batches=${BATCHES:-"1 32"}
 precisions=${PRECISIONS:-"fp16 fp32"}
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 
-bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$work/build.log" 2>&1 ||
-  { tail -40 "$work/build.log"; echo "run_h200: build failed"; exit 1; }
+if [ "${SKIP_BUILD:-0}" != 1 ]; then  # SKIP_BUILD=1: build-device/ is already built (same warm machine)
+  bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$work/build.log" 2>&1 ||
+    { tail -40 "$work/build.log"; echo "run_h200: build failed"; exit 1; }
+fi
 export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 cli=$root/build-device/detforge
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
@@ -88,6 +90,8 @@ for b in batches.split():
                "command": open(os.path.join(work, f"df_{p}_b{b}.cmd")).read().strip()}
         if "profile" in j:
             rec["profile"] = j["profile"]
+        if "op_profile" in j:
+            rec["op_profile"] = j["op_profile"]
         records.append(rec)
 # The file is a list of records (one per model, backend, precision, batch); each carries its
 # environment, command and generation stamp.
@@ -110,6 +114,8 @@ for b in $batches; do
     it=200; [ "$b" -gt 8 ] && it=60
     cmd=("$cli" bench "$work/model.bundle" --backend cuda --batch "$b" --precision "$p" --warmup 30 --iters "$it"
          "${profile[@]}" --json "$work/df_${p}_b$b.json")
+    # batch-1 fp16 also records the per-op kernel times (eager, CUPTI external correlation)
+    [ "$b" = 1 ] && [ "$p" = fp16 ] && "$cli" bench --help 2>&1 | grep -q -- "--profile-ops" && cmd+=(--profile-ops)
     echo "${cmd[*]}" >"$work/df_${p}_b$b.cmd"
     timeout "${STEP_TIMEOUT:-900}" "${cmd[@]}" >"$work/df_${p}_b$b.log" 2>&1 ||
       { echo "detforge bench $p b$b failed:"; tail -5 "$work/df_${p}_b$b.log"; }
