@@ -18,6 +18,18 @@ inline bool have_gpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+// Kernel tests parameterised over the storage type (GetParam(): true = fp16), with the tolerances
+// of a comparison against a host loop; they skip when no GPU is visible.
+class StorageParamTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+  }
+  bool half() const { return GetParam(); }
+  float atol() const { return half() ? 2e-2f : 1e-5f; }
+  float rtol() const { return half() ? 1e-2f : 1e-5f; }
+};
+
 // A device buffer holding fp32 values in fp32 or fp16 storage.
 class DevBuf {
  public:

@@ -18,15 +18,7 @@ namespace {
 
 using cuda::DeformShape;
 
-class CudaAttnSpeedPaths : public ::testing::TestWithParam<bool> {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
-  }
-  bool half() const { return GetParam(); }
-  float atol() const { return half() ? 2e-2f : 1e-5f; }
-  float rtol() const { return half() ? 1e-2f : 1e-5f; }
-};
+class CudaAttnSpeedPaths : public StorageParamTest {};
 
 struct AttnCase {
   int B, L, S, C, heads;

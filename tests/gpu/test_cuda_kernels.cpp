@@ -15,15 +15,7 @@ namespace {
 
 using cuda::DeformShape;
 
-class CudaKernel : public ::testing::TestWithParam<bool> {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
-  }
-  bool half() const { return GetParam(); }
-  float atol() const { return half() ? 2e-2f : 1e-5f; }
-  float rtol() const { return half() ? 1e-2f : 1e-5f; }
-};
+class CudaKernel : public StorageParamTest {};
 
 TEST_P(CudaKernel, LayerNormWithResidualMatchesHostLoop) {
   const int rows = 37, C = 256;

@@ -151,6 +151,22 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 }
 __device__ __forceinline__ int mma_s_pad(int S) { return (S + kMmaChunk - 1) / kMmaChunk * kMmaChunk; }
 
+// The A fragments (row-major 16 x 32) of one head's queries for mma16816: rows r0 and r1 of
+// image b, head h; rows past L read as zero. tig: the lane's thread-in-group (lane & 3).
+__device__ __forceinline__ void load_q_frags(uint32_t (&qa)[2][4], const __half* q, int b, int L, int C, int h, int r0,
+                                             int r1, int tig) {
+  const __half* p0 = q + ((int64_t)b * L + r0) * C + h * kMmaD;
+  const __half* p1 = q + ((int64_t)b * L + r1) * C + h * kMmaD;
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    const int c = ks * 16 + tig * 2;
+    qa[ks][0] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c) : 0u;
+    qa[ks][1] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c) : 0u;
+    qa[ks][2] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c + 8) : 0u;
+    qa[ks][3] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c + 8) : 0u;
+  }
+}
+
 __global__ void attention_mma_k(const __half* q, const __half* k, const __half* v, __half* o, int L, int S, int C,
                                 float scale_log2) {
   extern __shared__ uint4 sm_mma[];
@@ -191,19 +207,7 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
   if (q0 >= L) return;
   // Q fragments (A, row-major 16 x 32): rows q0+g and q0+g+8; rows past L read as zero.
   uint32_t qa[2][4];
-  {
-    const int r0 = q0 + g, r1 = q0 + g + 8;
-    const __half* p0 = q + ((int64_t)b * L + r0) * C + h * kMmaD;
-    const __half* p1 = q + ((int64_t)b * L + r1) * C + h * kMmaD;
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      const int c = ks * 16 + tig * 2;
-      qa[ks][0] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c) : 0u;
-      qa[ks][1] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c) : 0u;
-      qa[ks][2] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c + 8) : 0u;
-      qa[ks][3] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c + 8) : 0u;
-    }
-  }
+  load_q_frags(qa, q, b, L, C, h, q0 + g, q0 + g + 8, tig);
   float acc[4][4];  // O: 4 tiles of 8 channels; [0],[1] row g, [2],[3] row g+8
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
@@ -358,18 +362,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __ha
   // Q fragments while the copies fly (rows past L read as zero; their outputs are not stored).
   const int q0 = blockIdx.x * 16, r0 = q0 + g, r1 = q0 + g + 8;
   uint32_t qa[2][4];
-  {
-    const __half* p0 = q + ((int64_t)b * L + r0) * C + h * kMmaD;
-    const __half* p1 = q + ((int64_t)b * L + r1) * C + h * kMmaD;
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      const int c = ks * 16 + tig * 2;
-      qa[ks][0] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c) : 0u;
-      qa[ks][1] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c) : 0u;
-      qa[ks][2] = r0 < L ? *reinterpret_cast<const uint32_t*>(p0 + c + 8) : 0u;
-      qa[ks][3] = r1 < L ? *reinterpret_cast<const uint32_t*>(p1 + c + 8) : 0u;
-    }
-  }
+  load_q_frags(qa, q, b, L, C, h, r0, r1, tig);
   asm volatile("cp.async.wait_group 0;\n" ::);
   __syncwarp();
 
