@@ -175,6 +175,65 @@ int fuse_layer_norm_adds(Graph& g) {
   return n;
 }
 
+int fold_parallel_convs(Graph& g) {
+  auto cons = consumers(g);
+  auto prod = producers(g);
+  std::vector<char> dead(g.ops.size(), 0);
+  int n = 0;
+  auto stride = [](const Op& op) { return op.attrs.contains("stride") ? op.attr_int("stride") : 1; };
+  auto pad = [](const Op& op) { return op.attrs.contains("pad") ? op.attr_int("pad") : 0; };
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    Op& b = g.ops[i];  // the conv that carries the sum as its residual
+    if (b.kind != OpKind::conv2d || b.inputs.size() != 4 || dead[i]) continue;
+    const TensorId r = b.inputs[3];
+    const int pa = prod[r];
+    if (pa < 0 || dead[pa] || !is_sole_consumer(cons, r, static_cast<int>(i))) continue;
+    Op& a = g.ops[pa];
+    if (a.kind != OpKind::conv2d || !has_no_epilogue(a) || a.inputs[0] != b.inputs[0] || stride(a) != stride(b)) continue;
+    if (a.attrs.value("groups", 1) != 1 || b.attrs.value("groups", 1) != 1) continue;
+    Tensor& wa = g.tensor(a.inputs[1]);
+    Tensor& wb = g.tensor(b.inputs[1]);
+    if (!wa.is_const || !wb.is_const || !g.tensor(a.inputs[2]).is_const || !g.tensor(b.inputs[2]).is_const) continue;
+    if (wa.shape.size() != 4 || wb.shape.size() != 4 || wa.shape[0] != wb.shape[0] || wa.shape[1] != wb.shape[1])
+      continue;
+    // One of the two is 1x1 unpadded, the other square, odd and padded by k/2: the 1x1 kernel
+    // then lines up with the centre tap. Which one runs first does not matter.
+    const bool a_big = wb.shape[2] == 1 && wb.shape[3] == 1 && pad(b) == 0;
+    const bool b_big = wa.shape[2] == 1 && wa.shape[3] == 1 && pad(a) == 0;
+    const Op& big = a_big ? a : b;
+    const Tensor& wbig = a_big ? wa : wb;
+    if (!(a_big || b_big) || wbig.shape[2] != wbig.shape[3] || wbig.shape[2] % 2 == 0 || pad(big) != wbig.shape[2] / 2)
+      continue;
+    // The folded weights and bias replace the big conv's; they must be its own constants.
+    if (!is_sole_consumer(cons, big.inputs[1], a_big ? pa : static_cast<int>(i)) ||
+        !is_sole_consumer(cons, big.inputs[2], a_big ? pa : static_cast<int>(i)))
+      continue;
+    Tensor& w_small = a_big ? wb : wa;
+    Tensor& w_big = a_big ? wa : wb;
+    Tensor& b_small = g.tensor((a_big ? b : a).inputs[2]);
+    Tensor& b_big_t = g.tensor(big.inputs[2]);
+    const int64_t O = w_big.shape[0], I = w_big.shape[1], k = w_big.shape[2], c = k / 2;
+    for (int64_t o = 0; o < O; ++o) {
+      for (int64_t ci = 0; ci < I; ++ci) {
+        float& t = w_big.data[((o * I + ci) * k + c) * k + c];
+        t = static_cast<float>(static_cast<double>(t) + w_small.data[o * I + ci]);
+      }
+      b_big_t.data[o] = static_cast<float>(static_cast<double>(b_big_t.data[o]) + b_small.data[o]);
+    }
+    w_big.name += "+" + (a_big ? b : a).name;
+    // The big conv takes b's place: same inputs as before minus the residual, b's act and output.
+    Op folded = big;
+    folded.inputs.resize(3);
+    folded.attrs["act"] = b.attrs.value("act", std::string("none"));
+    folded.outputs = b.outputs;
+    g.ops[i] = std::move(folded);
+    dead[pa] = 1;
+    ++n;
+  }
+  erase_ops(g, dead);
+  return n;
+}
+
 int eliminate_dead_code(Graph& g) {
   std::vector<char> live(g.tensors.size(), 0);
   for (TensorId t : g.outputs) live[t] = 1;
@@ -216,6 +275,7 @@ PassStats optimize(Graph& g) {
   s.fused_residuals = fuse_residual_adds(g);
   s.fused_activations = fuse_activations(g);
   s.fused_layer_norm_adds = fuse_layer_norm_adds(g);
+  s.folded_parallel_convs = fold_parallel_convs(g);
   s.removed_ops = eliminate_dead_code(g);
   g.validate();
   return s;

@@ -85,12 +85,13 @@ TEST(GraphPasses, FoldFuseAndPruneAResidualBlock) {
   EXPECT_EQ(st.folded_batch_norms, 3);
   EXPECT_EQ(st.fused_residuals, 1);
   EXPECT_EQ(st.fused_activations, 1);  // the relu after the add, now after the conv that took the add
+  // Both branches are 1x1 convs of the same input: one conv with the summed kernels remains.
+  EXPECT_EQ(st.folded_parallel_convs, 1);
   EXPECT_GE(st.removed_ops, 1);
-  // Two convs remain: one plain, one with the residual input and relu.
-  ASSERT_EQ(n.g.ops.size(), 2u);
-  for (const auto& op : n.g.ops) EXPECT_EQ(op.kind, OpKind::conv2d);
-  const Op& fused = n.g.ops[1];
-  EXPECT_EQ(fused.inputs.size(), 4u);
+  ASSERT_EQ(n.g.ops.size(), 1u);
+  const Op& fused = n.g.ops[0];
+  EXPECT_EQ(fused.kind, OpKind::conv2d);
+  EXPECT_EQ(fused.inputs.size(), 3u);
   EXPECT_EQ(fused.act(), graph::Act::relu);
   EXPECT_EQ(n.g.find("dead.weight"), graph::kNoTensor);
 
@@ -126,6 +127,92 @@ TEST(GraphPasses, LinearActivationAndAddLayerNormFuse) {
   EXPECT_EQ(g.ops[0].act(), graph::Act::gelu);
   EXPECT_EQ(g.ops[1].kind, OpKind::layer_norm);
   EXPECT_EQ(g.ops[1].inputs.size(), 4u);
+}
+
+// RepVGG: silu(conv3x3(x) + conv1x1(x)) folds into one 3x3 conv (centre tap += the 1x1 kernel,
+// biases summed) and still computes the two-branch sum; stride 1 and 2, either conv first.
+struct RepVggCase {
+  int stride;
+  bool small_first;
+};
+class RepVggFold : public ::testing::TestWithParam<RepVggCase> {};
+
+TEST_P(RepVggFold, OneConvComputesBothBranches) {
+  const int H = 6, W = 5, Ci = 4, Co = 6, s = GetParam().stride;
+  const int Ho = (H + 2 - 3) / s + 1, Wo = (W + 2 - 3) / s + 1;
+  const auto w3 = rnd(Co * Ci * 9, 11), b3 = rnd(Co, 12), w1 = rnd(Co * Ci, 13), b1 = rnd(Co, 14);
+  Graph g;
+  TensorId x = g.add_activation("x", {H, W, Ci});
+  g.inputs = {x};
+  auto conv3 = [&] {
+    return add_op(g, OpKind::conv2d, "rep.conv1", {x, g.add_const("rep.conv1.w", {Co, Ci, 3, 3}, w3),
+                                                     g.add_const("rep.conv1.b", {Co}, b3)},
+                  {Ho, Wo, Co}, {{"stride", s}, {"pad", 1}, {"act", "none"}});
+  };
+  auto conv1 = [&] {
+    return add_op(g, OpKind::conv2d, "rep.conv2", {x, g.add_const("rep.conv2.w", {Co, Ci, 1, 1}, w1),
+                                                     g.add_const("rep.conv2.b", {Co}, b1)},
+                  {Ho, Wo, Co}, {{"stride", s}, {"pad", 0}, {"act", "none"}});
+  };
+  TensorId a, b;
+  if (GetParam().small_first) {
+    b = conv1();
+    a = conv3();
+  } else {
+    a = conv3();
+    b = conv1();
+  }
+  TensorId sum = add_op(g, OpKind::add, "rep", {a, b}, {Ho, Wo, Co}, {{"act", "none"}});
+  g.outputs = {add_op(g, OpKind::activation, "rep.act", {sum}, {Ho, Wo, Co}, {{"act", "silu"}})};
+  auto st = graph::optimize(g);
+  EXPECT_EQ(st.folded_parallel_convs, 1);
+  ASSERT_EQ(g.ops.size(), 1u);
+  EXPECT_EQ(g.ops[0].inputs.size(), 3u);
+  EXPECT_EQ(g.tensor(g.ops[0].inputs[1]).shape, (std::vector<int64_t>{Co, Ci, 3, 3}));
+  EXPECT_EQ(g.ops[0].act(), graph::Act::silu);
+
+  auto eng = make_engine("cpu", g, {});
+  auto xin = rnd(H * W * Ci, 15);
+  auto out = eng->run(xin.data(), 1);
+  ASSERT_EQ(out[0].data.size(), size_t(Ho * Wo * Co));
+  for (int oy = 0; oy < Ho; ++oy)
+    for (int ox = 0; ox < Wo; ++ox)
+      for (int o = 0; o < Co; ++o) {
+        double acc = double(b3[o]) + b1[o];
+        for (int ci = 0; ci < Ci; ++ci) {
+          acc += double(w1[o * Ci + ci]) * xin[((oy * s) * W + ox * s) * Ci + ci];
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx) {
+              const int iy = oy * s - 1 + ky, ix = ox * s - 1 + kx;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              acc += double(w3[((o * Ci + ci) * 3 + ky) * 3 + kx]) * xin[(iy * W + ix) * Ci + ci];
+            }
+        }
+        const double want = acc / (1 + std::exp(-acc));
+        EXPECT_NEAR(out[0].data[(oy * Wo + ox) * Co + o], want, 2e-5) << oy << "," << ox << "," << o;
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(GraphPasses, RepVggFold,
+                         ::testing::Values(RepVggCase{1, false}, RepVggCase{1, true}, RepVggCase{2, false},
+                                           RepVggCase{2, true}));
+
+TEST(GraphPasses, ParallelConvsOfDifferentInputsStayApart) {
+  Graph g;
+  TensorId x = g.add_activation("x", {4, 4, 2});
+  g.inputs = {x};
+  TensorId y = add_op(g, OpKind::activation, "y", {x}, {4, 4, 2}, {{"act", "relu"}});
+  TensorId a = add_op(g, OpKind::conv2d, "a", {x, g.add_const("a.w", {2, 2, 3, 3}, rnd(36, 1)),
+                                             g.add_const("a.b", {2}, rnd(2, 2))},
+                      {4, 4, 2}, {{"stride", 1}, {"pad", 1}, {"act", "none"}});
+  TensorId b = add_op(g, OpKind::conv2d, "b", {y, g.add_const("b.w", {2, 2, 1, 1}, rnd(4, 3)),
+                                             g.add_const("b.b", {2}, rnd(2, 4))},
+                      {4, 4, 2}, {{"stride", 1}, {"pad", 0}, {"act", "none"}});
+  g.outputs = {add_op(g, OpKind::add, "sum", {a, b}, {4, 4, 2}, {{"act", "none"}})};
+  auto st = graph::optimize(g);
+  EXPECT_EQ(st.fused_residuals, 1);
+  EXPECT_EQ(st.folded_parallel_convs, 0);
+  EXPECT_EQ(g.ops.size(), 3u);
 }
 
 TEST(GraphPasses, BatchNormNotAfterAConvIsRefused) {
