@@ -151,6 +151,14 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 }
 __device__ __forceinline__ int mma_s_pad(int S) { return (S + kMmaChunk - 1) / kMmaChunk * kMmaChunk; }
 
+// The maxima of a quad's two rows (the 4 lanes of an mma quad hold the same two rows).
+__device__ __forceinline__ void quad_max(float& a, float& b) {
+  a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+  a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+  b = fmaxf(b, __shfl_xor_sync(0xffffffffu, b, 1));
+  b = fmaxf(b, __shfl_xor_sync(0xffffffffu, b, 2));
+}
+
 // The A fragments (row-major 16 x 32) of one head's queries for mma16816: rows r0 and r1 of
 // image b, head h; rows past L read as zero. tig: the lane's thread-in-group (lane & 3).
 __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[2][4], const __half* q, int b, int L, int C, int h, int r0,
@@ -237,10 +245,7 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
         if (e < 2) mx0 = fmaxf(mx0, t); else mx1 = fmaxf(mx1, t);
       }
     // The 4 lanes of a quad hold the same two rows.
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    quad_max(mx0, mx1);
     // Every chunk holds at least one real key, so the new maxima are finite; exp2(-inf) = 0 on
     // the first chunk.
     const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
@@ -387,10 +392,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __ha
       if (e < 2) mx0 = fmaxf(mx0, t); else mx1 = fmaxf(mx1, t);
     }
   }
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  quad_max(mx0, mx1);
   // A warp whose slice lies wholly past S (small S) has mx = -inf: subtract 0 instead, so every
   // P is exp2(-inf) = 0 (not NaN) and the merge weight 2^(-inf - m) is 0.
   const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
