@@ -63,29 +63,23 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
                : "memory");
 }
 
+// v[j] += the 8 halves at p (16-byte aligned), in fp32.
+__device__ __forceinline__ void add_half8(float (&v)[8], const __half* p) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __half22float2(h[j]);
+    v[2 * j] += f.x;
+    v[2 * j + 1] += f.y;
+  }
+}
+
 // v (8 fp32 sums of columns n..n+7 of output element offset o) + bias + res, act, one fp16
 // rounding, one 16-byte store. res is read before y is written (y may alias res).
 __device__ __forceinline__ void finish8(const Params& p, float (&v)[8], int n, int64_t o) {
-  if (p.bias) {
-    const uint4 b = *reinterpret_cast<const uint4*>(p.bias + n);
-    const __half2* h = reinterpret_cast<const __half2*>(&b);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __half22float2(h[j]);
-      v[2 * j] += f.x;
-      v[2 * j + 1] += f.y;
-    }
-  }
-  if (p.res) {
-    const uint4 r = *reinterpret_cast<const uint4*>(p.res + o);
-    const __half2* h = reinterpret_cast<const __half2*>(&r);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __half22float2(h[j]);
-      v[2 * j] += f.x;
-      v[2 * j + 1] += f.y;
-    }
-  }
+  if (p.bias) add_half8(v, p.bias + n);
+  if (p.res) add_half8(v, p.res + o);
   if (p.act == 1) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = v[j] > 0.f ? v[j] : 0.f;
