@@ -21,6 +21,7 @@ namespace detforge::bench {
 std::string kernel_group(const std::string& n) {
   auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
   // Our own kernels first (names from backends/cuda/kernels/*.cu).
+  if (has("row_mlp")) return "gemm";  // linear chains (+ their LayerNorm / box epilogue)
   if (has("layer_norm")) return "normalization";
   if (has("ms_deform_attn")) return "deformable_sampling";
   if (has("attention") || has("fmha") || has("flash")) return "attention";

@@ -7,13 +7,11 @@
 
 namespace detforge::graph {
 
-namespace {
-
-// consumers[t] = indices of ops reading tensor t; graph outputs count as a consumer (-1).
 std::vector<std::vector<int>> consumers(const Graph& g) {
   std::vector<std::vector<int>> c(g.tensors.size());
   for (size_t i = 0; i < g.ops.size(); ++i)
-    for (TensorId t : g.ops[i].inputs) c[t].push_back(static_cast<int>(i));
+    for (TensorId t : g.ops[i].inputs)
+      if (t != kNoTensor) c[t].push_back(static_cast<int>(i));
   for (TensorId t : g.outputs) c[t].push_back(-1);
   return c;
 }
@@ -24,6 +22,8 @@ std::vector<int> producers(const Graph& g) {
     for (TensorId t : g.ops[i].outputs) p[t] = static_cast<int>(i);
   return p;
 }
+
+namespace {
 
 bool is_sole_consumer(const std::vector<std::vector<int>>& c, TensorId t, int op) {
   return c[t].size() == 1 && c[t][0] == op;

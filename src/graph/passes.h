@@ -10,6 +10,11 @@
 
 namespace detforge::graph {
 
+// consumers[t] = indices of ops reading tensor t; a graph output counts as a consumer (-1).
+std::vector<std::vector<int>> consumers(const Graph& g);
+// producers[t] = index of the op writing tensor t, -1 for inputs and constants.
+std::vector<int> producers(const Graph& g);
+
 struct PassStats {
   int folded_batch_norms = 0;
   int fused_residuals = 0;

@@ -12,6 +12,8 @@ TEST(BenchKernelGroup, GroupsTheKernelsOfAnH200Profile) {
   EXPECT_EQ(bench::kernel_group("cudnn_generated_fort_native_sm90_convFwd_pointwise_pointwise_knob_40_128x128x64_5_0"),
             "convolution");
   EXPECT_EQ(bench::kernel_group("nvjet_hsh_128x64_64x4_1x2_h_bz_coopA_NNT"), "gemm");
+  // a linear chain with its LayerNorm epilogue counts as GEMM time
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda12_GLOBAL__N_19row_mlp_kILi1ELi8EEEvNS1_6ParamsE"), "gemm");
   EXPECT_EQ(bench::kernel_group("void detforge::cuda::(anonymous namespace)::layer_norm_k<__half>(...)"),
             "normalization");
   EXPECT_EQ(bench::kernel_group("ms_deform_attn_k<float>"), "deformable_sampling");

@@ -72,6 +72,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   own_conv_ = own_conv_mode_from_env();
+  row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 1, 0, 1) != 0;
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
       throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");
@@ -117,6 +118,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
     if (op.kind == OpKind::topk_rows) slots_[op.outputs[0]].i32 = true;
   }
   upload_weights(g);
+  setup_row_chains();
   plan_memory();
   find_stem_op();
 
@@ -242,6 +244,7 @@ void CudaEngine::plan_memory() {
   touch(g_.inputs[0], -1, true);
   for (int i = 0; i < n_ops; ++i) {
     for (auto t : g_.ops[i].inputs) touch(t, i, false);
+    for (auto t : extra_reads_[i]) touch(t, i, false);
     for (auto t : g_.ops[i].outputs) touch(t, i, true);
   }
   for (auto t : g_.outputs) touch(t, n_ops, false);
@@ -265,6 +268,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->own_conv.assign(g_.ops.size(), -1);
     np->lin.resize(g_.ops.size());
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
+    plan_row_chains(*np, batch);
     schedule(*np, batch);
     p = std::move(np);
   }
@@ -288,6 +292,7 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     const auto& op = g_.ops[i];
     for (auto t : op.inputs)
       if (t != graph::kNoTensor && !slots_[slots_[t].root].is_const) acc[i + 1].reads.push_back(range(t));
+    for (auto t : extra_reads_[i]) acc[i + 1].reads.push_back(range(t));
     // A reshape only renames bytes: it reads its input so it follows the producer, writes nothing.
     if (op.kind != OpKind::reshape)
       for (auto t : op.outputs) acc[i + 1].writes.push_back(range(t));
@@ -345,7 +350,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     launch_op(i, p, batch, stream_of(i + 1), ws_of(i + 1));
     after(i + 1);
     if (hook) (*hook)(static_cast<int>(i), false);
-    if (check && first_nonfinite_.empty()) {
+    if (check && first_nonfinite_.empty() && !writes_nothing(i, p)) {
       DF_CUDA(cudaMemsetAsync(d_count_, 0, sizeof(unsigned long long), stream_));
       for (auto t : g_.ops[i].outputs)
         if (!slots_[slots_[t].root].i32)

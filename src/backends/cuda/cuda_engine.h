@@ -20,6 +20,7 @@
 #include "backends/engine.h"
 #include "backends/image_input_spec.h"
 #include "detforge/types.h"
+#include "graph/row_chains.h"
 #include "graph/stream_schedule.h"
 
 namespace detforge::cuda {
@@ -71,6 +72,9 @@ class CudaEngine : public Engine {
   size_t weight_bytes() const { return weight_bytes_; }
   // Eager (uncaptured) forward, for graph-replay-equals-eager tests.
   std::vector<HostTensor> run_eager(const float* pixels, int batch);
+  // Linear chains (graph/row_chains.h) that run as one row_mlp launch at `batch`, of those found.
+  int row_chains_fused(int batch);
+  int row_chains_found() const { return static_cast<int>(row_chains_.size()); }
   // Streams the captured graph of `batch` spreads its ops over (1 = sequential), and how many
   // cross-stream waits that takes.
   int graph_streams(int batch);
@@ -88,6 +92,7 @@ class CudaEngine : public Engine {
     int n_fused = 0, n_unfused = 0, n_own = 0, n_own_linear = 0;
     std::string unfused_why;  // first reason a conv was not fused
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
+    std::vector<char> chain_on;  // by row chain: one row_mlp launch at this batch
     graph::StreamSchedule sched;       // entry 0: the input conversion, entry i+1: op i
     std::vector<cudaEvent_t> events;   // per schedule entry that another stream waits for
     cudaGraphExec_t exec = nullptr;
@@ -111,6 +116,13 @@ class CudaEngine : public Engine {
                const std::function<void(int, bool)>* hook = nullptr);
   void schedule(BatchPlan& p, int batch);
   void launch_op(size_t i, BatchPlan& p, int batch, cudaStream_t s, void* ws);  // cuda_ops.cpp
+  // cuda_row_chains.cpp: find the chains (constructor, before plan_memory), decide per batch,
+  // and launch: launch_row_chain() is true when op i is part of a fused chain (the launch sits
+  // at the chain's last op; the others launch nothing).
+  void setup_row_chains();
+  void plan_row_chains(BatchPlan& p, int batch);
+  bool launch_row_chain(size_t i, const BatchPlan& p, int batch, cudaStream_t s);
+  bool writes_nothing(size_t i, const BatchPlan& p) const;  // absorbed into a later op's launch
   void build_op_plan(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
   ConvShape conv_shape(size_t i, int batch) const;        // cuda_ops.cpp
   // The op's buffers (at load: scratch the selection may fill) and stream_'s workspace.
@@ -127,6 +139,12 @@ class CudaEngine : public Engine {
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
+  bool row_mlp_ = true;    // DETFORGE_CUDA_ROW_MLP=0: every linear on its own (fp16 only)
+  std::vector<graph::RowChain> row_chains_;
+  std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1
+  // by op: tensors its launch reads beyond its inputs (a chain's input and the last linear's
+  // residual, read at the chain's last op): kept live and ordered by plan_memory and schedule.
+  std::vector<std::vector<graph::TensorId>> extra_reads_;
   int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1: on
   std::string precision_;
   std::string first_nonfinite_;

@@ -319,10 +319,6 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
 // folded, P rounded to fp16 only as the mma operand.
 constexpr int kSplitWarps = 8, kOStride = kMmaD + 8;  // merge buffer row stride (floats)
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
-}
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* smem) {
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -356,19 +352,19 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __ha
     __half* kd = Ks + r * kKStride + c;
     __half* vd = Vs + r * kKStride + c;
     if (r < S) {
-      cp_async16(kd, kb + (int64_t)r * C + c);
-      cp_async16(vd, vb + (int64_t)r * C + c);
+      cp_async16(smem_u32(kd), kb + (int64_t)r * C + c, true);
+      cp_async16(smem_u32(vd), vb + (int64_t)r * C + c, true);
     } else {
       *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
     }
   }
-  asm volatile("cp.async.commit_group;\n" ::);
+  cp_async_commit();
   // Q fragments while the copies fly (rows past L read as zero; their outputs are not stored).
   const int q0 = blockIdx.x * 16, r0 = q0 + g, r1 = q0 + g + 8;
   uint32_t qa[2][4];
   load_q_frags(qa, q, b, L, C, h, r0, r1, tig);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_wait<0>();
   __syncwarp();
 
   const int ntw = min(NT, kw / 8);  // kw <= 8 * NT (checked by the launcher)

@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "backends/cuda/cuda_check.h"
@@ -81,5 +82,18 @@ __device__ __forceinline__ NhwcCoord<I> nhwc_coord(I i, int H, int W, int C) {
     using T = float;                    \
     __VA_ARGS__;                        \
   }
+
+// Kernels with over 48 KiB of dynamic shared memory need an opt-in, once per device and kernel
+// (bit = device ordinal); Kern is the kernel itself, so each instantiation has its own flag.
+template <auto Kern>
+void opt_in_smem(size_t bytes) {
+  static std::atomic<uint64_t> opted{0};
+  int dev = 0;
+  DF_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (opted.load(std::memory_order_acquire) & bit) return;
+  DF_CUDA(cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  opted.fetch_or(bit, std::memory_order_acq_rel);
+}
 
 }  // namespace detforge::cuda

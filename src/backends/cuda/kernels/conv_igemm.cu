@@ -14,11 +14,11 @@
 //    (gridDim.z > 1, for small M such as 20x20x512 where 64x64 tiles give 56 CTAs on 132 SMs)
 //    it stores fp32 partials [split][M][N] and a reduce kernel finishes.
 #include "backends/cuda/kernels/conv_igemm.h"
+#include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/mma.cuh"
 
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -43,25 +43,6 @@ struct Params {
   int kt_total, kt_per_split;
   int act;  // 0 none, 1 relu, 2 silu
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;  // 0: nothing is read, the 16 bytes are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
 
 // v[j] += the 8 halves at p (16-byte aligned), in fp32.
 __device__ __forceinline__ void add_half8(float (&v)[8], const __half* p) {
@@ -325,21 +306,11 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 void launch_tile(const Params& p, int splits, cudaStream_t st) {
   constexpr size_t smem = smem_of<BM, BN, BK, STAGES>();
   auto* kern = igemm_kernel<BM, BN, BK, WM, WN, STAGES>;
-  // Over 48 KiB of dynamic smem needs an opt-in, once per device (bit = device ordinal).
-  static std::atomic<uint64_t> opted{0};
-  int dev = 0;
-  DF_CUDA(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(opted.load(std::memory_order_acquire) & bit)) {
-    DF_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    opted.fetch_or(bit, std::memory_order_acq_rel);
-  }
+  opt_in_smem<igemm_kernel<BM, BN, BK, WM, WN, STAGES>>(smem);
   const dim3 grid((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, splits);
   kern<<<grid, threads_of<BM, BN, WM, WN>(), smem, st>>>(p);
   DF_CUDA_LAUNCH();
 }
-
-bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; }
 
 }  // namespace
 
