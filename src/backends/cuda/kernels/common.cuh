@@ -85,14 +85,20 @@ __device__ __forceinline__ NhwcCoord<I> nhwc_coord(I i, int H, int W, int C) {
 
 // Kernels with over 48 KiB of dynamic shared memory need an opt-in, once per device and kernel
 // (bit = device ordinal); Kern is the kernel itself, so each instantiation has its own flag.
+// The opt-in is to the device maximum, not to `bytes`: a kernel launched with several sizes
+// (row_mlp) failed with "invalid argument" once a later launch needed more than the first.
 template <auto Kern>
 void opt_in_smem(size_t bytes) {
   static std::atomic<uint64_t> opted{0};
-  int dev = 0;
+  int dev = 0, max_optin = 0;
   DF_CUDA(cudaGetDevice(&dev));
+  DF_CUDA(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (bytes > static_cast<size_t>(max_optin))
+    throw Error("kernel needs " + std::to_string(bytes) + " bytes of shared memory, the device allows " +
+                std::to_string(max_optin));
   const uint64_t bit = uint64_t{1} << (dev & 63);
   if (opted.load(std::memory_order_acquire) & bit) return;
-  DF_CUDA(cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  DF_CUDA(cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin));
   opted.fetch_or(bit, std::memory_order_acq_rel);
 }
 
