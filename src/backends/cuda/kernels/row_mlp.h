@@ -1,5 +1,5 @@
 // row_mlp.cu: a chain of up to 3 linears (fp16 storage, fp32 accumulation) run one block of rows
-// per CTA, the hidden activations kept in shared memory, with an epilogue absorbed from the op
+// per cluster of CTAs, the hidden activations kept in shared memory, with an epilogue absorbed from the op
 // after the chain (graph/row_chains.h): LayerNorm, box_refine or a broadcast constant add.
 //
 // Rounding follows the unfused ops exactly in order: each linear's act(x W^T + b (+ res)) is
@@ -41,10 +41,11 @@ struct RowMlpArgs {
   void* y = nullptr;  // [M, N_last] fp16
 };
 
-// Rows per CTA the launcher would use (16 or 64), or 0 when the chain is not supported at this M:
-// widths over 512 (64-row blocks: over 256), hidden widths not multiples of 32, M too large for
-// the weight re-reads to pay (every CTA streams all weights from L2), or misaligned pointers.
-// `why` (optional) says what failed.
+// Rows per cluster the launcher would use (16), or 0 when the chain is not supported: widths over
+// 512 (over 128 for a last layer whose width is not a multiple of 32), hidden widths not multiples
+// of 32, an input width over 1024, more than 4,224 rows (beyond ~2 clusters per SM the weight
+// re-reads cost more than the library GEMMs), or misaligned pointers. `why` (optional) says what
+// failed.
 int row_mlp_block_rows(const RowMlpArgs& a, std::string* why = nullptr);
 void row_mlp(const RowMlpArgs& a, cudaStream_t s);  // throws detforge::Error when unsupported
 
