@@ -34,10 +34,11 @@ namespace cg = cooperative_groups;
 namespace {
 
 constexpr int kC = 4;  // CTAs per cluster, each a quarter of the columns
-constexpr int kBM = 16, kThreads = 256, kWarps = 8, kStages = 3, kKc = 32, kLdw = kKc + 8;
+constexpr int kBM = 16, kThreads = 256, kWarps = 8, kKc = 32;
 constexpr int kMaxT = 2;                           // n-tiles per warp: slices up to 128 columns
 constexpr int kMaxSlice = kWarps * kMaxT * 8;      // 128
 constexpr int64_t kMaxRows = int64_t{kBM} * 264;  // beyond ~2 clusters per SM the library GEMMs win
+constexpr int kNoOff = -1;
 
 struct Params {
   const __half* x;
@@ -46,13 +47,13 @@ struct Params {
   const __half* w[3];
   const __half* b[3];
   int N[3], K[3], Kp[3], relu[3];
-  int split[3];        // 1: rank r owns columns [r * sw, (r + 1) * sw); 0: rank 0 owns [0, sw)
-  int sw[3];           // slice width (a multiple of 8)
-  int chunk_start[4];  // global k-chunk index where each layer starts; [n_layers] = total
-  int ldx;             // X row stride (halves): max Kp + 8
-  int ws_rows;         // weight stage rows: max slice width
-  int wst_off;         // halves from the smem base to the weight stages
-  int red_off;         // floats from the smem base to the LayerNorm exchange [2][kC][kBM]
+  int split[3];  // 1: rank r owns columns [r * sw, (r + 1) * sw); 0: rank 0 owns [0, sw)
+  int sw[3];     // slice width (a multiple of 8)
+  // smem offsets in halves from the base (kNoOff: absent): weight slices [sw][Kp + 8], biases [sw],
+  // the last layer's row operands [16][sw] and column vectors [sw]
+  int ldx;  // X row stride (halves): max Kp + 8
+  int off_w[3], off_b[3], off_res, off_lnres, off_gamma, off_beta, off_ref, off_addc;
+  int off_red;  // LayerNorm exchange [kC][16][2] floats (offset in halves, 8-byte aligned)
   const __half* res;
   int epi;  // RowEpilogue
   const __half* gamma;
@@ -73,17 +74,14 @@ __device__ __forceinline__ int slice(const Params& p, int l, int rank, int* c0) 
   return p.split[l] || rank == 0 ? p.sw[l] : 0;
 }
 
-// Weight chunk j (layer l, k chunk kc) of this CTA's rows into stage buffer `ws` ([rows][kLdw]).
-__device__ __forceinline__ void load_chunk(const Params& p, int j, int rank, __half* ws) {
-  int l = 0;
-  while (l + 1 < p.n_layers && j >= p.chunk_start[l + 1]) ++l;
+// This CTA's whole slice of layer l's weights into W ([rows][Kp + 8]: conflict-free ldmatrix).
+__device__ __forceinline__ void load_layer(const Params& p, int l, int rank, __half* W) {
   int c0;
-  const int width = slice(p, l, rank, &c0);
-  const int k0 = (j - p.chunk_start[l]) * kKc, N = p.N[l], K = p.K[l];
+  const int width = slice(p, l, rank, &c0), N = p.N[l], K = p.K[l], per_row = p.Kp[l] / 8, ldw = p.Kp[l] + 8;
   const __half* w = p.w[l];
-  for (int idx = threadIdx.x; idx < width * (kKc / 8); idx += kThreads) {
-    const int nl = idx / (kKc / 8), n = c0 + nl, k = k0 + (idx % (kKc / 8)) * 8;
-    __half* dst = ws + nl * kLdw + (k - k0);
+  for (int idx = threadIdx.x; idx < width * per_row; idx += kThreads) {
+    const int nl = idx / per_row, n = c0 + nl, k = (idx % per_row) * 8;
+    __half* dst = W + nl * ldw + k;
     if (K % 8 == 0) {
       const bool ok = n < N && k < K;
       cp_async16(smem_u32(dst), ok ? w + static_cast<int64_t>(n) * K + k : w, ok);
@@ -109,149 +107,185 @@ __device__ __forceinline__ void load_x(const Params& p, int m0, __half* X) {
   }
 }
 
-__device__ __forceinline__ float h2f(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float round_h(float v) { return __half2float(__float2half_rn(v)); }
-
-// Lane 0 of a warp adds `v` as partial `rank` of row r into every cluster CTA's exchange buffer.
-__device__ __forceinline__ void push_partial(cg::cluster_group& cluster, float* red, int rank, int r, float v, int lane) {
-  if (lane != 0) return;
+// Columns [c0, c0 + width) of `rows` rows (row r of the source: `row_of(r)`, -1 = none) of a
+// [*, N] fp16 tensor into dst [rows][width], zero where absent. Four loads in flight per thread
+// before their stores: the operands arrive while the weights stream.
+template <class RowOf>
+__device__ __forceinline__ void stage(__half* dst, const __half* src, int rows, int N, int c0, int width, RowOf row_of) {
+  const int total = rows * width;
+  for (int base = 0; base < total; base += 4 * kThreads) {
+    __half v[4];
 #pragma unroll
-  for (int q = 0; q < kC; ++q) cluster.map_shared_rank(red, q)[rank * kBM + r] = v;
+    for (int u = 0; u < 4; ++u) {
+      const int idx = base + u * kThreads + threadIdx.x, r = idx / max(width, 1), c = c0 + idx % max(width, 1);
+      const int64_t m = idx < total ? row_of(r) : -1;
+      v[u] = m >= 0 && c < N ? src[m * N + c] : __float2half(0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (base + u * kThreads + threadIdx.x < total) dst[base + u * kThreads + threadIdx.x] = v[u];
+  }
 }
 
+__device__ __forceinline__ float round_h(float v) { return __half2float(__float2half_rn(v)); }
+
 // LayerNorm of the block's rows over the whole cluster (sC: this CTA's fp16-rounded columns
-// [c0, c0 + width)); two exchanges of per-row partials, as layer_norm.cu's two passes. Every
-// thread of every CTA calls it (it holds two cluster barriers).
+// [c0, c0 + width)). Each CTA pushes its per-row (mean, M2) to every CTA; they combine as
+// Chan et al.'s parallel variance (the same statistics as layer_norm.cu's two passes up to fp32
+// rounding) behind one cluster barrier, which every thread of every CTA passes.
 __device__ void finish_layer_norm(const Params& p, cg::cluster_group& cluster, const float* sC, int ldc, int c0,
-                                  int width, int m0, int rank, float* red) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int N = p.N[p.n_layers - 1], parts = p.split[p.n_layers - 1] ? kC : 1;
+                                  int width, int m0, int rank, const __half* sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, l = p.n_layers - 1;
+  const int N = p.N[l], parts = p.split[l] ? kC : 1;
+  float2* red = reinterpret_cast<float2*>(const_cast<__half*>(sm) + p.off_red);  // [kC][16]
   constexpr int kRows = kBM / kWarps, kPer = kMaxSlice / 32;
-  float v[kRows][kPer], mean[kRows];
+  const int valid = min(width, N - c0);  // an unsplit slice pads N to a multiple of 8
+  float v[kRows][kPer];
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int r = warp + kWarps * i;
-    const int64_t m = m0 + r;
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int c = lane + 32 * j;
-      v[i][j] = c < width ? sC[r * ldc + c] + (p.ln_res && m < p.M ? h2f(p.ln_res, m * N + c0 + c) : 0.f) : 0.f;
+      v[i][j] = c < valid ? sC[r * ldc + c] + (p.off_lnres != kNoOff ? __half2float(sm[p.off_lnres + r * width + c]) : 0.f) : 0.f;
       s += v[i][j];
     }
-    if (width) push_partial(cluster, red, rank, r, warp_sum(s), lane);
-  }
-  cluster.sync();
-#pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    const int r = warp + kWarps * i;
-    float s = 0.f;
-    for (int q = 0; q < parts; ++q) s += red[q * kBM + r];
-    mean[i] = s / N;
+    const float mean = valid > 0 ? warp_sum(s) / valid : 0.f;
     float sq = 0.f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j)
-      if (lane + 32 * j < width) sq += (v[i][j] - mean[i]) * (v[i][j] - mean[i]);
-    if (width) push_partial(cluster, red + kC * kBM, rank, r, warp_sum(sq), lane);
+      if (lane + 32 * j < valid) sq += (v[i][j] - mean) * (v[i][j] - mean);
+    sq = warp_sum(sq);
+    if (width && lane < kC) cluster.map_shared_rank(red, lane)[rank * kBM + r] = make_float2(mean, sq);
   }
   cluster.sync();
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int r = warp + kWarps * i;
     const int64_t m = m0 + r;
-    if (m >= p.M) continue;
-    float sq = 0.f;
-    for (int q = 0; q < parts; ++q) sq += red[kC * kBM + q * kBM + r];
-    const float rstd = rsqrtf(sq / N + p.eps);
+    if (m >= p.M || !width) continue;
+    const float n_i = static_cast<float>(parts == 1 ? N : p.sw[l]);
+    float mean = 0.f, m2 = 0.f;
+    for (int q = 0; q < parts; ++q) mean += n_i * red[q * kBM + r].x;
+    mean /= N;
+    for (int q = 0; q < parts; ++q) {
+      const float2 t = red[q * kBM + r];
+      m2 += t.y + n_i * (t.x - mean) * (t.x - mean);
+    }
+    const float rstd = rsqrtf(m2 / N + p.eps);
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int c = lane + 32 * j;
-      if (c < width)
-        p.y[m * N + c0 + c] =
-            __float2half_rn((v[i][j] - mean[i]) * rstd * h2f(p.gamma, c0 + c) + h2f(p.beta, c0 + c));
+      if (c < valid)
+        p.y[m * N + c0 + c] = __float2half_rn((v[i][j] - mean) * rstd * __half2float(sm[p.off_gamma + c]) +
+                                              __half2float(sm[p.off_beta + c]));
     }
   }
 }
 
 // The other epilogues, row by row (one warp per row): columns [c0, c0 + width) of each row.
-__device__ void finish_rows(const Params& p, const float* sC, int ldc, int c0, int width, int m0) {
+__device__ void finish_rows(const Params& p, const float* sC, int ldc, int c0, int width, int m0, const __half* sm) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int N = p.N[p.n_layers - 1];
   for (int r = warp; r < kBM; r += kWarps) {
     const int64_t m = m0 + r;
     if (m >= p.M) continue;
     for (int cl = lane; cl < width; cl += 32) {
-      const int c = c0 + cl;
-      if (c >= N) continue;
+      if (c0 + cl >= N) continue;
       float v = sC[r * ldc + cl];
       if (p.epi == static_cast<int>(RowEpilogue::box_refine)) {  // as box_refine.cu
-        const float x = fminf(fmaxf(h2f(p.ref, m * N + c), 0.f), 1.f);
+        const float x = fminf(fmaxf(__half2float(sm[p.off_ref + r * width + cl]), 0.f), 1.f);
         v = 1.f / (1.f + expf(-(v + logf(fmaxf(x, 1e-5f) / fmaxf(1.f - x, 1e-5f)))));
       } else if (p.epi == static_cast<int>(RowEpilogue::add_const)) {
-        v += h2f(p.addc, (m % p.addc_rows) * N + c);
+        v += __half2float(sm[p.off_addc + r * width + cl]);
       }
-      p.y[m * N + c] = __float2half_rn(v);
+      p.y[m * N + c0 + cl] = __float2half_rn(v);
     }
   }
+}
+
+__device__ __forceinline__ void wait_layer(int pending) {  // cp.async groups: one per layer
+  if (pending >= 2) cp_async_wait<2>();
+  else if (pending == 1) cp_async_wait<1>();
+  else cp_async_wait<0>();
 }
 
 __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kThreads, 1) row_mlp_k(Params p) {
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __half* X[2] = {reinterpret_cast<__half*>(smem_raw), reinterpret_cast<__half*>(smem_raw) + kBM * p.ldx};
-  __half* Wst = reinterpret_cast<__half*>(smem_raw) + p.wst_off;  // [kStages][ws_rows][kLdw]
-  float* red = reinterpret_cast<float*>(smem_raw) + p.red_off;
+  __half* sm = reinterpret_cast<__half*>(smem_raw);
+  __half* X[2] = {sm, sm + kBM * p.ldx};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m0 = static_cast<int>(blockIdx.x / kC) * kBM;
-  const int total = p.chunk_start[p.n_layers];
-  const int stage = p.ws_rows * kLdw;
+  const int L = p.n_layers, last_l = L - 1;
 
-  float acc[kMaxT][4];
-#pragma unroll
-  for (int t = 0; t < kMaxT; ++t)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[t][e] = 0.f;
-
+  // Everything this CTA reads is requested up front: X and each layer's weight slice (one
+  // cp.async group per layer, so layer 0 starts while the later ones stream), then the
+  // epilogue operands.
   load_x(p, m0, X[0]);
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < total) load_chunk(p, s, rank, Wst + s * stage);
+  for (int l = 0; l < L; ++l) {
+    load_layer(p, l, rank, sm + p.off_w[l]);
     cp_async_commit();
   }
-  cluster.sync();  // every CTA of the cluster is running before the first remote write
-  int l = 0, c0 = 0, width = slice(p, 0, rank, &c0);
-  for (int j = 0; j < total; ++j) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // chunk j (and X) visible to all; stage (j - 1) % kStages free again
-    if (j + kStages - 1 < total) load_chunk(p, j + kStages - 1, rank, Wst + ((j + kStages - 1) % kStages) * stage);
-    cp_async_commit();
-    if (j >= p.chunk_start[l + 1]) width = slice(p, ++l, rank, &c0);
-    const int kc = (j - p.chunk_start[l]) * kKc, ntiles = width / 8;
+  int c0 = 0, width = 0;
+  for (int l = 0; l < L; ++l) {
+    width = slice(p, l, rank, &c0);
+    if (p.b[l]) stage(sm + p.off_b[l], p.b[l], 1, p.N[l], c0, width, [](int) { return int64_t{0}; });
+  }
+  const int M = p.M;
+  auto rows = [m0, M](int r) { return m0 + r < M ? int64_t{m0 + r} : int64_t{-1}; };
+  const int N = p.N[last_l];
+  if (p.off_res != kNoOff) stage(sm + p.off_res, p.res, kBM, N, c0, width, rows);
+  if (p.off_lnres != kNoOff) stage(sm + p.off_lnres, p.ln_res, kBM, N, c0, width, rows);
+  if (p.off_gamma != kNoOff) stage(sm + p.off_gamma, p.gamma, 1, N, c0, width, [](int) { return int64_t{0}; });
+  if (p.off_beta != kNoOff) stage(sm + p.off_beta, p.beta, 1, N, c0, width, [](int) { return int64_t{0}; });
+  if (p.off_ref != kNoOff) stage(sm + p.off_ref, p.ref, kBM, N, c0, width, rows);
+  if (p.off_addc != kNoOff) {
+    const int ar = p.addc_rows;
+    stage(sm + p.off_addc, p.addc, kBM, N, c0, width,
+          [m0, M, ar](int r) { return m0 + r < M ? int64_t{(m0 + r) % ar} : int64_t{-1}; });
+  }
+  // Peers must be running before the first remote write (after layer 0): arrive now, wait then.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+
+  for (int l = 0; l < L; ++l) {
+    wait_layer(L - 1 - l);
+    __syncthreads();  // layer l's weights, its input X and the staged operands visible to all
+    width = slice(p, l, rank, &c0);
+    const int ntiles = width / 8, ldw = p.Kp[l] + 8;
+    const __half* Xs = X[l & 1];
+    const __half* W = sm + p.off_w[l];
+    float acc[kMaxT][4];
+#pragma unroll
+    for (int t = 0; t < kMaxT; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[t][e] = 0.f;
     if (warp < ntiles) {
-      const __half* Xs = X[l & 1];
-      const __half* Ws = Wst + (j % kStages) * stage;
-      uint32_t af[2][4];
+      for (int kc = 0; kc < p.Kp[l]; kc += kKc) {
+        uint32_t af[2][4];
 #pragma unroll
-      for (int kk = 0; kk < 2; ++kk)
-        ldmatrix_x4(af[kk], smem_u32(Xs + (lane & 15) * p.ldx + kc + kk * 16 + (lane >> 4) * 8));
+        for (int kk = 0; kk < 2; ++kk)
+          ldmatrix_x4(af[kk], smem_u32(Xs + (lane & 15) * p.ldx + kc + kk * 16 + (lane >> 4) * 8));
 #pragma unroll
-      for (int t = 0; t < kMaxT; ++t) {
-        const int tile = warp + kWarps * t;
-        if (tile >= ntiles) break;
-        // matrices: (n 0-7, k 0-7), (k 8-15), (k 16-23), (k 24-31) of this tile's 8 rows
-        uint32_t bf[4];
-        ldmatrix_x4(bf, smem_u32(Ws + (tile * 8 + (lane & 7)) * kLdw + (lane >> 3) * 8));
-        mma16816(acc[t], af[0], bf[0], bf[1]);
-        mma16816(acc[t], af[1], bf[2], bf[3]);
+        for (int t = 0; t < kMaxT; ++t) {
+          const int tile = warp + kWarps * t;
+          if (tile >= ntiles) break;
+          // matrices: (n 0-7, k 0-7), (k 8-15), (k 16-23), (k 24-31) of this tile's 8 rows
+          uint32_t bf[4];
+          ldmatrix_x4(bf, smem_u32(W + (tile * 8 + (lane & 7)) * ldw + kc + (lane >> 3) * 8));
+          mma16816(acc[t], af[0], bf[0], bf[1]);
+          mma16816(acc[t], af[1], bf[2], bf[3]);
+        }
       }
     }
-    if (j + 1 != p.chunk_start[l + 1]) continue;
     // Layer l is complete: bias, activation, one fp16 rounding.
-    const bool last = l == p.n_layers - 1;
+    const bool last = l == last_l;
     float* sC = reinterpret_cast<float*>(smem_raw);  // last layer: [16][width + 4] over both X buffers
     const int ldc = width + 4;
     __half* peer[kC];
+    if (l == 0) asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 #pragma unroll
     for (int q = 0; q < kC; ++q) peer[q] = last ? nullptr : cluster.map_shared_rank(X[(l + 1) & 1], q);
     if (last) __syncthreads();  // every warp is done reading X before sC overwrites it
@@ -263,16 +297,13 @@ __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kThreads, 1) row_ml
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = (lane >> 2) + h * 8;
-        const int64_t m = m0 + r;
         float v[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int n = c0 + cl + e;
           v[e] = acc[t][h * 2 + e];
-          acc[t][h * 2 + e] = 0.f;
-          if (n < p.N[l]) {
-            if (p.b[l]) v[e] += h2f(p.b[l], n);
-            if (last && p.res && m < p.M) v[e] += h2f(p.res, m * p.N[l] + n);
+          if (c0 + cl + e < p.N[l]) {
+            if (p.b[l]) v[e] += __half2float(sm[p.off_b[l] + cl + e]);
+            if (last && p.off_res != kNoOff) v[e] += __half2float(sm[p.off_res + r * width + cl + e]);
             if (p.relu[l]) v[e] = fmaxf(v[e], 0.f);
           } else {
             v[e] = 0.f;
@@ -294,12 +325,54 @@ __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kThreads, 1) row_ml
     }
     __syncthreads();
     if (p.epi == static_cast<int>(RowEpilogue::layer_norm))
-      finish_layer_norm(p, cluster, sC, ldc, c0, width, m0, rank, red);
+      finish_layer_norm(p, cluster, sC, ldc, c0, width, m0, rank, sm);
     else
-      finish_rows(p, sC, ldc, c0, width, m0);
+      finish_rows(p, sC, ldc, c0, width, m0, sm);
   }
-  cp_async_wait<0>();
 }
+
+}  // namespace
+
+namespace {
+
+// Fills the shape fields and smem offsets of p; returns the dynamic smem bytes.
+size_t layout(const RowMlpArgs& a, Params& p) {
+  p.n_layers = a.n_layers;
+  int kp_max = 0, sw_max = 0;
+  for (int l = 0; l < a.n_layers; ++l) {
+    const RowMlpLayer& L = a.layers[l];
+    p.N[l] = L.N;
+    p.K[l] = L.K;
+    p.Kp[l] = round_up(L.K, kKc);
+    p.relu[l] = L.act == graph::Act::relu;
+    p.split[l] = L.N % (8 * kC) == 0;
+    p.sw[l] = p.split[l] ? L.N / kC : round_up(L.N, 8);
+    kp_max = std::max(kp_max, p.Kp[l]);
+    sw_max = std::max(sw_max, p.sw[l]);
+  }
+  p.ldx = kp_max + 8;
+  const int sw = p.sw[a.n_layers - 1];
+  // The final fp32 tile overlays the two X buffers; everything else follows, 16-byte aligned.
+  size_t off = std::max(size_t{2} * kBM * p.ldx, size_t{kBM} * (sw + 4) * 2);  // halves
+  auto take = [&off](size_t halves) {
+    const int o = static_cast<int>(off);
+    off = (off + halves + 7) / 8 * 8;
+    return o;
+  };
+  for (int l = 0; l < a.n_layers; ++l) p.off_w[l] = take(size_t{1} * p.sw[l] * (p.Kp[l] + 8));
+  for (int l = 0; l < a.n_layers; ++l) p.off_b[l] = a.layers[l].b ? take(p.sw[l]) : kNoOff;
+  const bool ln = a.epi == RowEpilogue::layer_norm;
+  p.off_res = a.res ? take(size_t{kBM} * sw) : kNoOff;
+  p.off_lnres = ln && a.ln_res ? take(size_t{kBM} * sw) : kNoOff;
+  p.off_gamma = ln ? take(sw) : kNoOff;
+  p.off_beta = ln ? take(sw) : kNoOff;
+  p.off_ref = a.epi == RowEpilogue::box_refine ? take(size_t{kBM} * sw) : kNoOff;
+  p.off_addc = a.epi == RowEpilogue::add_const ? take(size_t{kBM} * sw) : kNoOff;
+  p.off_red = take(size_t{kC} * kBM * 4);  // float2 per (rank, row)
+  return off * sizeof(__half);
+}
+
+constexpr size_t kSmemMax = 227 * 1024;  // sm_90's opt-in limit per block
 
 }  // namespace
 
@@ -320,7 +393,6 @@ int row_mlp_block_rows(const RowMlpArgs& a, std::string* why) {
     if (L.N > (L.N % (8 * kC) ? kMaxSlice : kC * kMaxSlice)) return fail("width over 512 (128 unless a multiple of 32)");
     if (!L.w || (L.K % 8 == 0 && !aligned16(L.w))) return fail("missing or misaligned weights");
   }
-  // The first K may reach 1024 (fc2): its two X buffers then take 66 KiB of smem.
   if (a.layers[0].K > 1024) return fail("input width over 1024");
   const int N = a.layers[a.n_layers - 1].N;
   if (a.epi == RowEpilogue::box_refine && N != 4) return fail("box_refine needs N = 4");
@@ -328,6 +400,9 @@ int row_mlp_block_rows(const RowMlpArgs& a, std::string* why) {
   if (a.epi == RowEpilogue::add_const && (!a.addc || a.addc_rows < 1)) return fail("add_const without a constant");
   if (!a.x || !a.y || (a.layers[0].K % 8 == 0 && !aligned16(a.x))) return fail("missing or misaligned input");
   if (a.M > kMaxRows) return fail("too many rows for a row-block chain");
+  Params p{};
+  // Each CTA holds its whole weight slice: fc2 (1024 -> 256) takes 129 KiB plus 65 KiB of X.
+  if (layout(a, p) > kSmemMax) return fail("weight slices over the shared memory of one CTA");
   return kBM;
 }
 
@@ -335,28 +410,13 @@ void row_mlp(const RowMlpArgs& a, cudaStream_t s) {
   std::string why;
   if (!row_mlp_block_rows(a, &why)) throw Error("row_mlp: unsupported chain: " + why);
   Params p{};
+  const size_t smem = layout(a, p);
   p.x = static_cast<const __half*>(a.x);
   p.M = static_cast<int>(a.M);
-  p.n_layers = a.n_layers;
-  int kp_max = 0, start = 0;
-  p.ws_rows = 8;
   for (int l = 0; l < a.n_layers; ++l) {
-    const RowMlpLayer& L = a.layers[l];
-    p.w[l] = static_cast<const __half*>(L.w);
-    p.b[l] = static_cast<const __half*>(L.b);
-    p.N[l] = L.N;
-    p.K[l] = L.K;
-    p.Kp[l] = round_up(L.K, kKc);
-    p.relu[l] = L.act == graph::Act::relu;
-    p.split[l] = L.N % (8 * kC) == 0;
-    p.sw[l] = p.split[l] ? L.N / kC : round_up(L.N, 8);
-    p.chunk_start[l] = start;
-    start += p.Kp[l] / kKc;
-    kp_max = std::max(kp_max, p.Kp[l]);
-    p.ws_rows = std::max(p.ws_rows, p.sw[l]);
+    p.w[l] = static_cast<const __half*>(a.layers[l].w);
+    p.b[l] = static_cast<const __half*>(a.layers[l].b);
   }
-  p.chunk_start[a.n_layers] = start;
-  p.ldx = kp_max + 8;
   p.res = static_cast<const __half*>(a.res);
   p.epi = static_cast<int>(a.epi);
   p.gamma = static_cast<const __half*>(a.gamma);
@@ -367,15 +427,6 @@ void row_mlp(const RowMlpArgs& a, cudaStream_t s) {
   p.addc = static_cast<const __half*>(a.addc);
   p.addc_rows = static_cast<int>(std::max<int64_t>(a.addc_rows, 1));
   p.y = static_cast<__half*>(a.y);
-  const size_t x_bytes = size_t{2} * kBM * p.ldx * sizeof(__half);
-  const size_t c_bytes = size_t{1} * kBM * (p.sw[a.n_layers - 1] + 4) * sizeof(float);
-  // The final fp32 tile (sC) overlays the two X buffers; the weight stages and the LayerNorm
-  // exchange follow.
-  const size_t base = (std::max(x_bytes, c_bytes) + 15) / 16 * 16;
-  p.wst_off = static_cast<int>(base / sizeof(__half));
-  const size_t red = base + size_t{kStages} * p.ws_rows * kLdw * sizeof(__half);
-  p.red_off = static_cast<int>(red / sizeof(float));
-  const size_t smem = red + size_t{2} * kC * kBM * sizeof(float);
   const dim3 grid(static_cast<unsigned>((a.M + kBM - 1) / kBM * kC));
   opt_in_smem<row_mlp_k>(smem);
   row_mlp_k<<<grid, kThreads, smem, s>>>(p);
