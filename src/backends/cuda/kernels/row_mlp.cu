@@ -54,6 +54,7 @@ struct Params {
   int ldx;  // X row stride (halves): max Kp + 8
   int off_w[3], off_b[3], off_res, off_lnres, off_gamma, off_beta, off_ref, off_addc;
   int off_red;  // LayerNorm exchange [kC][16][2] floats (offset in halves, 8-byte aligned)
+  int pc_b[3], pc_res, pc_lnres, pc_gamma, pc_beta, pc_ref, pc_addc;  // cp.async piece (halves)
   const __half* res;
   int epi;  // RowEpilogue
   const __half* gamma;
@@ -108,22 +109,25 @@ __device__ __forceinline__ void load_x(const Params& p, int m0, __half* X) {
 }
 
 // Columns [c0, c0 + width) of `rows` rows (row r of the source: `row_of(r)`, -1 = none) of a
-// [*, N] fp16 tensor into dst [rows][width], zero where absent. Four loads in flight per thread
-// before their stores: the operands arrive while the weights stream.
+// [*, N] fp16 tensor into dst [rows][width], zero where absent, as cp.async pieces of `piece`
+// halves (8, 4 or 2: N and src are aligned to it, see piece_of): the operands stream with the
+// weights. (v3 loaded them with plain loads, one round trip per operand in series: ~5 us.)
 template <class RowOf>
-__device__ __forceinline__ void stage(__half* dst, const __half* src, int rows, int N, int c0, int width, RowOf row_of) {
-  const int total = rows * width;
-  for (int base = 0; base < total; base += 4 * kThreads) {
-    __half v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int idx = base + u * kThreads + threadIdx.x, r = idx / max(width, 1), c = c0 + idx % max(width, 1);
-      const int64_t m = idx < total ? row_of(r) : -1;
-      v[u] = m >= 0 && c < N ? src[m * N + c] : __float2half(0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (base + u * kThreads + threadIdx.x < total) dst[base + u * kThreads + threadIdx.x] = v[u];
+__device__ __forceinline__ void stage(__half* dst, const __half* src, int rows, int N, int c0, int width, int piece,
+                                      RowOf row_of) {
+  const int per_row = width / piece;
+  for (int idx = threadIdx.x; idx < rows * per_row; idx += kThreads) {
+    const int r = idx / per_row, cl = (idx % per_row) * piece, c = c0 + cl;
+    const int64_t m = row_of(r);
+    const bool ok = m >= 0 && c < N;  // N is a multiple of piece: a piece is all in or all out
+    const __half* s = ok ? src + m * N + c : src;
+    const uint32_t d = smem_u32(dst + r * width + cl), n = ok ? piece * 2 : 0;
+    if (piece == 8)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(s), "r"(n) : "memory");
+    else if (piece == 4)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(s), "r"(n) : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(s), "r"(n) : "memory");
   }
 }
 
@@ -221,31 +225,31 @@ __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kThreads, 1) row_ml
   const int m0 = static_cast<int>(blockIdx.x / kC) * kBM;
   const int L = p.n_layers, last_l = L - 1;
 
-  // Everything this CTA reads is requested up front: X and each layer's weight slice (one
-  // cp.async group per layer, so layer 0 starts while the later ones stream), then the
-  // epilogue operands.
+  // Everything this CTA reads is requested up front: X, the epilogue operands and layer 0's
+  // weight slice in the first cp.async group, each later layer's slice in a group of its own, so
+  // layer 0 starts while the later ones stream.
   load_x(p, m0, X[0]);
-  for (int l = 0; l < L; ++l) {
-    load_layer(p, l, rank, sm + p.off_w[l]);
-    cp_async_commit();
-  }
+  const int M = p.M, N = p.N[last_l];
+  auto one_row = [](int) { return int64_t{0}; };
+  auto rows = [m0, M](int r) { return m0 + r < M ? int64_t{m0 + r} : int64_t{-1}; };
   int c0 = 0, width = 0;
   for (int l = 0; l < L; ++l) {
     width = slice(p, l, rank, &c0);
-    if (p.b[l]) stage(sm + p.off_b[l], p.b[l], 1, p.N[l], c0, width, [](int) { return int64_t{0}; });
+    if (p.off_b[l] != kNoOff) stage(sm + p.off_b[l], p.b[l], 1, p.N[l], c0, width, p.pc_b[l], one_row);
   }
-  const int M = p.M;
-  auto rows = [m0, M](int r) { return m0 + r < M ? int64_t{m0 + r} : int64_t{-1}; };
-  const int N = p.N[last_l];
-  if (p.off_res != kNoOff) stage(sm + p.off_res, p.res, kBM, N, c0, width, rows);
-  if (p.off_lnres != kNoOff) stage(sm + p.off_lnres, p.ln_res, kBM, N, c0, width, rows);
-  if (p.off_gamma != kNoOff) stage(sm + p.off_gamma, p.gamma, 1, N, c0, width, [](int) { return int64_t{0}; });
-  if (p.off_beta != kNoOff) stage(sm + p.off_beta, p.beta, 1, N, c0, width, [](int) { return int64_t{0}; });
-  if (p.off_ref != kNoOff) stage(sm + p.off_ref, p.ref, kBM, N, c0, width, rows);
+  if (p.off_res != kNoOff) stage(sm + p.off_res, p.res, kBM, N, c0, width, p.pc_res, rows);
+  if (p.off_lnres != kNoOff) stage(sm + p.off_lnres, p.ln_res, kBM, N, c0, width, p.pc_lnres, rows);
+  if (p.off_gamma != kNoOff) stage(sm + p.off_gamma, p.gamma, 1, N, c0, width, p.pc_gamma, one_row);
+  if (p.off_beta != kNoOff) stage(sm + p.off_beta, p.beta, 1, N, c0, width, p.pc_beta, one_row);
+  if (p.off_ref != kNoOff) stage(sm + p.off_ref, p.ref, kBM, N, c0, width, p.pc_ref, rows);
   if (p.off_addc != kNoOff) {
     const int ar = p.addc_rows;
-    stage(sm + p.off_addc, p.addc, kBM, N, c0, width,
+    stage(sm + p.off_addc, p.addc, kBM, N, c0, width, p.pc_addc,
           [m0, M, ar](int r) { return m0 + r < M ? int64_t{(m0 + r) % ar} : int64_t{-1}; });
+  }
+  for (int l = 0; l < L; ++l) {
+    load_layer(p, l, rank, sm + p.off_w[l]);
+    cp_async_commit();
   }
   // Peers must be running before the first remote write (after layer 0): arrive now, wait then.
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
@@ -374,6 +378,36 @@ size_t layout(const RowMlpArgs& a, Params& p) {
 
 constexpr size_t kSmemMax = 227 * 1024;  // sm_90's opt-in limit per block
 
+// The cp.async piece (halves) for an [*, N] operand: 8, 4 or 2 as N and the pointer allow; 0 when
+// neither (odd N or a pointer not 4-byte aligned).
+int piece_of(const void* ptr, int N) {
+  const auto a = reinterpret_cast<uintptr_t>(ptr);
+  for (int pc : {8, 4, 2})
+    if (N % pc == 0 && a % (2 * pc) == 0) return pc;
+  return 0;
+}
+
+// Fills the operand pieces of p; false when an operand cannot be staged.
+bool pieces(const RowMlpArgs& a, Params& p) {
+  const int N = a.layers[a.n_layers - 1].N;
+  bool ok = true;
+  auto pc = [&ok](const void* ptr, int n) {
+    if (!ptr) return 0;
+    const int v = piece_of(ptr, n);
+    ok = ok && v > 0;
+    return v;
+  };
+  for (int l = 0; l < a.n_layers; ++l) p.pc_b[l] = pc(a.layers[l].b, a.layers[l].N);
+  p.pc_res = pc(a.res, N);
+  const bool ln = a.epi == RowEpilogue::layer_norm;
+  p.pc_lnres = pc(ln ? a.ln_res : nullptr, N);
+  p.pc_gamma = pc(ln ? a.gamma : nullptr, N);
+  p.pc_beta = pc(ln ? a.beta : nullptr, N);
+  p.pc_ref = pc(a.epi == RowEpilogue::box_refine ? a.ref : nullptr, N);
+  p.pc_addc = pc(a.epi == RowEpilogue::add_const ? a.addc : nullptr, N);
+  return ok;
+}
+
 }  // namespace
 
 int row_mlp_block_rows(const RowMlpArgs& a, std::string* why) {
@@ -403,6 +437,7 @@ int row_mlp_block_rows(const RowMlpArgs& a, std::string* why) {
   Params p{};
   // Each CTA holds its whole weight slice: fc2 (1024 -> 256) takes 129 KiB plus 65 KiB of X.
   if (layout(a, p) > kSmemMax) return fail("weight slices over the shared memory of one CTA");
+  if (!pieces(a, p)) return fail("an epilogue operand with an odd width or not 4-byte aligned");
   return kBM;
 }
 
@@ -411,6 +446,7 @@ void row_mlp(const RowMlpArgs& a, cudaStream_t s) {
   if (!row_mlp_block_rows(a, &why)) throw Error("row_mlp: unsupported chain: " + why);
   Params p{};
   const size_t smem = layout(a, p);
+  pieces(a, p);
   p.x = static_cast<const __half*>(a.x);
   p.M = static_cast<int>(a.M);
   for (int l = 0; l < a.n_layers; ++l) {
