@@ -72,7 +72,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   own_conv_ = own_conv_mode_from_env();
-  row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 1, 0, 1) != 0;
+  row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
       throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");
