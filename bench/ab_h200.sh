@@ -8,7 +8,8 @@
 #   for that variant), CHECKPOINT (models/demo)
 # Writes OUTDIR/<variant>_b<batch>.json and OUTDIR/ab.json (a list of records) and prints a table.
 # Variables: DETFORGE_CUDA_STREAMS (1..8), DETFORGE_CUDA_CONV_TUNE (plans timed per conv),
-#   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue).
+#   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue), DETFORGE_CUDA_ROW_MLP (1 = linear
+#   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_STEM.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: bench/ab_h200.sh OUTDIR "name:VAR=value ..." ...}
