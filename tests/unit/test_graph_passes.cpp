@@ -8,6 +8,7 @@
 
 #include "backends/engine.h"
 #include "graph/passes.h"
+#include "test_graph_util.h"
 
 namespace detforge::test {
 namespace {
@@ -23,19 +24,6 @@ std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
-}
-
-TensorId add_op(Graph& g, OpKind k, const std::string& name, std::vector<TensorId> in, std::vector<int64_t> shape,
-                nlohmann::json attrs = nlohmann::json::object()) {
-  TensorId out = g.add_activation(name + ":out", std::move(shape));
-  Op op;
-  op.kind = k;
-  op.name = name;
-  op.inputs = std::move(in);
-  op.outputs = {out};
-  op.attrs = std::move(attrs);
-  g.add_op(std::move(op));
-  return out;
 }
 
 // x[2,2,3] -> conv1x1(3->4) -> BN -> add(shortcut conv1x1 + BN) -> relu; plus a dead conv.

@@ -9,6 +9,7 @@
 #include "families/rt_detr_v2/synth.h"
 #include "graph/passes.h"
 #include "graph/row_chains.h"
+#include "test_graph_util.h"
 
 namespace detforge::test {
 namespace {
@@ -27,15 +28,7 @@ struct Builder {
   }
   TensorId op(OpKind k, const std::string& name, std::vector<TensorId> in, std::vector<int64_t> shape,
               nlohmann::json attrs = nlohmann::json::object()) {
-    TensorId out = g.add_activation(name + ":out", shape);
-    graph::Op o;
-    o.kind = k;
-    o.name = name;
-    o.inputs = std::move(in);
-    o.outputs = {out};
-    o.attrs = std::move(attrs);
-    g.add_op(std::move(o));
-    return out;
+    return add_op(g, k, name, std::move(in), std::move(shape), std::move(attrs));
   }
   TensorId linear(TensorId in, int64_t N, const char* act = "none", TensorId res = graph::kNoTensor) {
     const int64_t K = g.tensor(in).shape[1];

@@ -1,0 +1,27 @@
+// Hand-built graphs for the graph-pass tests: one op with a fresh activation output.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace detforge::test {
+
+inline graph::TensorId add_op(graph::Graph& g, graph::OpKind k, const std::string& name,
+                              std::vector<graph::TensorId> in, std::vector<int64_t> shape,
+                              nlohmann::json attrs = nlohmann::json::object()) {
+  graph::TensorId out = g.add_activation(name + ":out", std::move(shape));
+  graph::Op op;
+  op.kind = k;
+  op.name = name;
+  op.inputs = std::move(in);
+  op.outputs = {out};
+  op.attrs = std::move(attrs);
+  g.add_op(std::move(op));
+  return out;
+}
+
+}  // namespace detforge::test
