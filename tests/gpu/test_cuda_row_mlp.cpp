@@ -174,7 +174,6 @@ TEST(RowMlpLimits, RefusesWhatItCannotRun) {
   EXPECT_EQ(cuda::row_mlp_block_rows(a), 0);
   a.layers[0] = {w.get(), nullptr, 256, 256, Act::none};
   EXPECT_EQ(cuda::row_mlp_block_rows(a), 16);
-  a.M = 300;
   a.epi = RowEpilogue::box_refine;  // needs N = 4
   EXPECT_EQ(cuda::row_mlp_block_rows(a), 0);
 }

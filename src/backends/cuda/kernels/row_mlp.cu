@@ -1,15 +1,15 @@
 // A linear chain run one block of 16 rows per cluster of 4 CTAs (see row_mlp.h). Each CTA owns a
-// quarter of every layer's columns (the weights it streams are a quarter of the layer's) and pushes
+// quarter of every layer's columns (the weights it reads are a quarter of the layer's) and pushes
 // its slice of a hidden activation into all four CTAs' next-layer input through distributed shared
-// memory; the LayerNorm epilogue exchanges per-row partial sums the same way (two passes, as
-// layer_norm.cu). Measured why (H200, ncu, M = 300, 256 -> 256 + LN): the first version ran the
-// whole row block in one CTA of 8 warps, 19 CTAs in all; it issued ~3,900 instructions per warp
-// at ~6.6 cycles each (latency-bound, L2 at 3 % of its throughput) and took 16 us against the
+// memory; the LayerNorm epilogue exchanges per-row (mean, M2) the same way, behind one cluster
+// barrier. Measured why (H200, ncu, M = 300, 256 -> 256 + LN): the first version ran the whole
+// row block in one CTA of 8 warps, 19 CTAs in all; it issued ~3,900 instructions per warp at
+// ~6.6 cycles each (latency-bound, L2 at 3 % of its throughput) and took 16 us against the
 // unfused ~5 us. Splitting the columns 4 ways cuts each warp's serial work by ~4x and puts 76 SMs
-// to work.
-//  * The CTA's weight rows stream as 32-wide k chunks ([rows][32] fp16, padded to 40 halves:
-//    conflict-free ldmatrix, as conv_igemm.cu) through a 3-stage cp.async pipeline that runs
-//    across layer boundaries.
+// to work. It is still slower than the unfused ops (NOTES.md v7), so the engine leaves it off.
+//  * Everything a CTA reads is requested with cp.async at kernel start: X and the epilogue
+//    operands with layer 0's weight slice, each later layer's slice ([rows][Kp + 8] fp16:
+//    conflict-free ldmatrix) in a group of its own, so layer 0 computes while the rest streams.
 //  * The layer input X [16][Kp] (Kp = K rounded up to 32, zero-filled) and the next layer's
 //    input ping-pong between two smem buffers; the final fp32 tile (the CTA's columns) overlays
 //    them for the epilogue, one warp per row.
@@ -410,7 +410,11 @@ bool pieces(const RowMlpArgs& a, Params& p) {
 
 }  // namespace
 
-int row_mlp_block_rows(const RowMlpArgs& a, std::string* why) {
+namespace {
+
+// The checks of row_mlp_block_rows, then p's shapes, offsets and pieces: the dynamic smem bytes,
+// or 0 (with `why`) when the chain is not supported.
+size_t plan(const RowMlpArgs& a, Params& p, std::string* why) {
   auto fail = [&](const std::string& w) {
     if (why) *why = w;
     return 0;
@@ -434,19 +438,25 @@ int row_mlp_block_rows(const RowMlpArgs& a, std::string* why) {
   if (a.epi == RowEpilogue::add_const && (!a.addc || a.addc_rows < 1)) return fail("add_const without a constant");
   if (!a.x || !a.y || (a.layers[0].K % 8 == 0 && !aligned16(a.x))) return fail("missing or misaligned input");
   if (a.M > kMaxRows) return fail("too many rows for a row-block chain");
-  Params p{};
   // Each CTA holds its whole weight slice: fc2 (1024 -> 256) takes 129 KiB plus 65 KiB of X.
-  if (layout(a, p) > kSmemMax) return fail("weight slices over the shared memory of one CTA");
+  const size_t smem = layout(a, p);
+  if (smem > kSmemMax) return fail("weight slices over the shared memory of one CTA");
   if (!pieces(a, p)) return fail("an epilogue operand with an odd width or not 4-byte aligned");
-  return kBM;
+  return smem;
+}
+
+}  // namespace
+
+int row_mlp_block_rows(const RowMlpArgs& a, std::string* why) {
+  Params p{};
+  return plan(a, p, why) ? kBM : 0;
 }
 
 void row_mlp(const RowMlpArgs& a, cudaStream_t s) {
   std::string why;
-  if (!row_mlp_block_rows(a, &why)) throw Error("row_mlp: unsupported chain: " + why);
   Params p{};
-  const size_t smem = layout(a, p);
-  pieces(a, p);
+  const size_t smem = plan(a, p, &why);
+  if (!smem) throw Error("row_mlp: unsupported chain: " + why);
   p.x = static_cast<const __half*>(a.x);
   p.M = static_cast<int>(a.M);
   for (int l = 0; l < a.n_layers; ++l) {
