@@ -60,6 +60,13 @@ nlohmann::json to_json(const KernelProfile& p) {
                      {"kernel", o.kernel}});
     j["ops"] = ops;
   }
+  if (!p.timeline.empty()) {
+    nlohmann::json t = nlohmann::json::array();
+    for (const auto& k : p.timeline)
+      t.push_back({{"name", k.name}, {"start_us", k.start_us}, {"dur_us", k.dur_us}, {"stream", k.stream}});
+    j["timeline"] = {{"span_us", p.span_us}, {"busy_us", p.busy_us}, {"idle_us", p.span_us - p.busy_us},
+                     {"kernels", t}};
+  }
   return j;
 }
 
@@ -70,6 +77,8 @@ struct Record {
   std::string name;
   double ms;
   uint32_t correlation = 0;
+  uint64_t start = 0, end = 0;  // ns, GPU timestamps
+  uint32_t stream = 0;
 };
 std::mutex g_mu;
 std::vector<Record>* g_records = nullptr;
@@ -90,17 +99,18 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
-        g_records->push_back({k->name ? k->name : "?", (k->end - k->start) * 1e-6, k->correlationId});
+        g_records->push_back(
+            {k->name ? k->name : "?", (k->end - k->start) * 1e-6, k->correlationId, k->start, k->end, k->streamId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
-        g_records->push_back({"[memcpy]", (m->end - m->start) * 1e-6, m->correlationId});
+        g_records->push_back({"[memcpy]", (m->end - m->start) * 1e-6, m->correlationId, m->start, m->end, m->streamId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
-        g_records->push_back({"[memset]", (m->end - m->start) * 1e-6, m->correlationId});
+        g_records->push_back({"[memset]", (m->end - m->start) * 1e-6, m->correlationId, m->start, m->end, m->streamId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -190,6 +200,23 @@ void summarize(KernelProfile& p, const std::vector<Record>& recs, int forwards) 
   if (p.top_kernels.size() > 15) p.top_kernels.resize(15);
 }
 
+// The last `per_forward` records in start order as p.timeline, with the span and busy time.
+void timeline(KernelProfile& p, std::vector<Record> recs, size_t per_forward) {
+  std::sort(recs.begin(), recs.end(), [](const Record& a, const Record& b) { return a.start < b.start; });
+  if (per_forward == 0 || recs.size() < per_forward) return;
+  const size_t first = recs.size() - per_forward;
+  const uint64_t t0 = recs[first].start;
+  uint64_t end = t0, busy = 0, last = t0;
+  for (size_t i = first; i < recs.size(); ++i) {
+    const Record& r = recs[i];
+    p.timeline.push_back({r.name, (r.start - t0) * 1e-3, (r.end - r.start) * 1e-3, r.stream});
+    if (r.end > last) busy += r.end - std::max(r.start, last), last = r.end;
+    end = std::max(end, r.end);
+  }
+  p.span_us = (end - t0) * 1e-3;
+  p.busy_us = busy * 1e-3;
+}
+
 // The CUDA engine to profile at `batch` (plans and graph ready), or null with p.why set.
 cuda::CudaEngine* profiled_engine(Engine& engine, int batch, KernelProfile& p) {
   auto* e = dynamic_cast<cuda::CudaEngine*>(&engine);
@@ -217,6 +244,7 @@ KernelProfile cuda_profile_forward(Engine& engine, int batch, int forwards) {
     for (int i = 0; i < forwards; ++i) e->launch(batch);
   }, nullptr);
   summarize(p, recs, forwards);
+  if (forwards > 0 && recs.size() % forwards == 0) timeline(p, recs, recs.size() / forwards);
 #else
   (void)engine, (void)batch, (void)forwards;
   p.why = DETFORGE_PROFILE_UNAVAILABLE;

@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,16 @@ struct KernelProfile {
     double kernels = 0;              // per forward
   };
   std::vector<Op> ops;
+  // The last replayed forward as a timeline (cuda_profile_forward only): every kernel and copy
+  // in start order, times relative to the first start. busy = union of the intervals; what the
+  // span has beyond it is time no kernel ran (launch gaps and dependency waits).
+  struct Span {
+    std::string name;
+    double start_us = 0, dur_us = 0;
+    uint32_t stream = 0;
+  };
+  std::vector<Span> timeline;
+  double span_us = 0, busy_us = 0;
 };
 
 // Replays the engine's graph for `batch` `forwards` times under CUPTI (CUDA engines only).

@@ -73,6 +73,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
+  // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
+  set_pdl_enabled(env_int("DETFORGE_CUDA_PDL", 1, 0, 1) != 0);
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
       throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");

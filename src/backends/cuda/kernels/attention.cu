@@ -22,6 +22,7 @@ constexpr int kWarps = 4;
 
 template <class T>
 __global__ void attention_k(const T* q, const T* k, const T* v, T* o, int L, int S, int C, int heads, float scale) {
+  pdl_wait_and_release();
   extern __shared__ float smem[];  // kWarps * S scores
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int b = blockIdx.z, h = blockIdx.y;
@@ -68,6 +69,7 @@ constexpr int kFastWarps = 8, kFastQueries = 16;
 template <class T>
 __global__ void attention_smem_k(const T* q, const T* k, const T* v, T* o, int L, int S, int C, int heads,
                                  float scale) {
+  pdl_wait_and_release();
   extern __shared__ float sm[];
   const int d = C / heads;
   const int kst = d + 1;               // padded K row: lanes on different rows hit different banks
@@ -177,6 +179,7 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[2][4], const __half*
 
 __global__ void attention_mma_k(const __half* q, const __half* k, const __half* v, __half* o, int L, int S, int C,
                                 float scale_log2) {
+  pdl_wait_and_release();
   extern __shared__ uint4 sm_mma[];
   const int Sp = mma_s_pad(S);
   const int vst = Sp + 8;  // Vt row stride in halves: (vst / 2) % 32 == 4, so g*4 + tig covers 32 banks
@@ -333,6 +336,7 @@ template <int NT>  // at most NT 8-key tiles per warp
 __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __half* q, const __half* k,
                                                                       const __half* v, __half* o, int L, int S,
                                                                       int C, float scale_log2) {
+  pdl_wait_and_release();
   extern __shared__ uint4 sm_split[];
   const int kw = split_kw(S);
   __half* Ks = reinterpret_cast<__half*>(sm_split);    // kSplitWarps*kw x kKStride
@@ -497,14 +501,13 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
     const size_t smem = attention_split_smem(S);
     dim3 grid((L + 15) / 16, heads, B);
     const float sl2 = scale * 1.4426950408889634f;
-    auto launch = [&](auto kern) {
+    auto run = [&](auto kern) {
       if (smem > 48 * 1024)
         DF_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      kern<<<grid, kSplitWarps * 32, smem, s>>>((const __half*)q, (const __half*)k, (const __half*)v, (__half*)o, L,
-                                                S, C, sl2);
+      launch(kern, grid, kSplitWarps * 32, smem, s, (const __half*)q, (const __half*)k, (const __half*)v, (__half*)o, L,
+             S, C, sl2);
     };
-    if (split_kw(S) <= 64) launch(attention_split_k<8>); else launch(attention_split_k<16>);
-    DF_CUDA_LAUNCH();
+    if (split_kw(S) <= 64) run(attention_split_k<8>); else run(attention_split_k<16>);
     return;
   }
   if (mma_ok && mma_smem <= 200 * 1024) {
@@ -515,9 +518,8 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
     if (mma_smem > 48 * 1024)
       DF_CUDA(cudaFuncSetAttribute(attention_mma_k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(mma_smem)));
-    attention_mma_k<<<grid, warps * 32, mma_smem, s>>>((const __half*)q, (const __half*)k, (const __half*)v,
-                                                       (__half*)o, L, S, C, scale * 1.4426950408889634f);
-    DF_CUDA_LAUNCH();
+    launch(attention_mma_k, grid, warps * 32, mma_smem, s, (const __half*)q, (const __half*)k, (const __half*)v,
+           (__half*)o, L, S, C, scale * 1.4426950408889634f);
     return;
   }
   const size_t fast_smem = sizeof(float) * ((size_t)S * (2 * d + 1) + (size_t)kFastWarps * (S + d));
@@ -527,10 +529,9 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
       if (fast_smem > 48 * 1024)
         DF_CUDA(cudaFuncSetAttribute(attention_smem_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(fast_smem)));
-      attention_smem_k<T><<<grid, kFastWarps * 32, fast_smem, s>>>((const T*)q, (const T*)k, (const T*)v, (T*)o, L,
-                                                                   S, C, heads, scale);
+      launch(attention_smem_k<T>, grid, kFastWarps * 32, fast_smem, s, (const T*)q, (const T*)k, (const T*)v, (T*)o, L,
+             S, C, heads, scale);
     });
-    DF_CUDA_LAUNCH();
     return;
   }
   dim3 grid((L + kWarps - 1) / kWarps, heads, B);
@@ -538,10 +539,9 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
   DF_DISPATCH(half, T, {
     if (smem > 48 * 1024) DF_CUDA(cudaFuncSetAttribute(attention_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(smem)));
-    attention_k<T><<<grid, kWarps * 32, smem, s>>>((const T*)q, (const T*)k, (const T*)v, (T*)o, L, S, C, heads,
-                                                   scale);
+    launch(attention_k<T>, grid, kWarps * 32, smem, s, (const T*)q, (const T*)k, (const T*)v, (T*)o, L, S, C, heads,
+           scale);
   });
-  DF_CUDA_LAUNCH();
 }
 
 }  // namespace detforge::cuda

@@ -9,6 +9,7 @@ namespace detforge::cuda {
 namespace {
 template <class T>
 __global__ void box_refine_k(const T* delta, const T* ref, T* y, int64_t n) {
+  pdl_wait_and_release();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float x = fminf(fmaxf(ld(ref, i), 0.f), 1.f);
     float inv = logf(fmaxf(x, 1e-5f) / fmaxf(1.f - x, 1e-5f));
@@ -19,8 +20,8 @@ __global__ void box_refine_k(const T* delta, const T* ref, T* y, int64_t n) {
 }  // namespace
 
 void box_refine(const void* delta, const void* ref, void* y, int64_t n, bool half, cudaStream_t s) {
-  DF_DISPATCH(half, T, box_refine_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)delta, (const T*)ref, (T*)y, n));
-  DF_CUDA_LAUNCH();
+  DF_DISPATCH(half, T,
+              launch(box_refine_k<T>, blocks_for(n, 256), 256, 0, s, (const T*)delta, (const T*)ref, (T*)y, n));
 }
 
 }  // namespace detforge::cuda

@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/kernels.h"
 #include "graph/ir.h"
 
 namespace detforge::cuda {
@@ -100,6 +102,36 @@ void opt_in_smem(size_t bytes) {
   if (opted.load(std::memory_order_acquire) & bit) return;
   DF_CUDA(cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin));
   opted.fetch_or(bit, std::memory_order_acq_rel);
+}
+
+// Programmatic dependent launch (sm_90+). Kernels launched through `launch` may start while the
+// kernel before them in the stream (or the graph edge captured from it) is still finishing: the
+// block setup and launch latency overlap the previous kernel's tail. Every kernel launched this
+// way must call pdl_wait_and_release() before its first global memory access: the wait returns
+// once the previous grid has completed and its writes are visible (a no-op without PDL); the
+// release lets the next PDL kernel be scheduled as soon as every block of this one has started.
+__device__ __forceinline__ void pdl_wait_and_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kern<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when
+// PDL is enabled; launch errors throw.
+template <class... P, class... A>
+void launch(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  DF_CUDA(cudaLaunchKernelEx(&cfg, kern, static_cast<P>(std::forward<A>(args))...));
 }
 
 }  // namespace detforge::cuda

@@ -16,6 +16,7 @@ namespace detforge::cuda {
 namespace {
 template <class T>
 __global__ void concat_part_k(const T* x, T* y, int64_t outer, int64_t inner, int64_t ldy, int64_t off) {
+  pdl_wait_and_release();
   const int64_t n = outer * inner;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t o = i / inner, j = i % inner;
@@ -26,6 +27,7 @@ __global__ void concat_part_k(const T* x, T* y, int64_t outer, int64_t inner, in
 // sizes allow: the int64 divide is the costly part of a copy kernel.
 template <class I>
 __global__ void concat_part_vec_k(const uint4* x, uint4* y, I outer, I inner, I ldy, I off) {
+  pdl_wait_and_release();
   const I n = outer * inner;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     const I o = i / inner, j = i - o * inner;
@@ -46,6 +48,7 @@ struct PartsArg {
 // read by constant index.
 template <class V, class I>
 __global__ void concat_k(PartsArg<I> a, V* y, I outer, I ld) {
+  pdl_wait_and_release();
   const I n = outer * ld;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     const I o = i / ld, j = i - o * ld;
@@ -73,8 +76,8 @@ void launch_concat(const ConcatPart* parts, int n, void* y, int64_t outer, int64
     a.off[q] = static_cast<I>(parts[q].offset / div);
   }
   const int64_t total = outer * (ld / div);
-  concat_k<V, I><<<blocks_for(total, 256), 256, 0, s>>>(a, static_cast<V*>(y), static_cast<I>(outer),
-                                                         static_cast<I>(ld / div));
+  launch(concat_k<V, I>, blocks_for(total, 256), 256, 0, s, a, static_cast<V*>(y), static_cast<I>(outer),
+         static_cast<I>(ld / div));
 }
 
 template <class V>
@@ -123,7 +126,6 @@ void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_
     launch_concat_any<uint16_t>(used, n, y, outer, ld, 1, s);
   else
     launch_concat_any<uint32_t>(used, n, y, outer, ld, 1, s);
-  DF_CUDA_LAUNCH();
 }
 
 void concat_part(const void* x, void* y, int64_t outer, int64_t inner, int64_t ldy, int64_t off, bool half,
@@ -133,17 +135,15 @@ void concat_part(const void* x, void* y, int64_t outer, int64_t inner, int64_t l
     const int64_t pi = inner / vec, pl = ldy / vec, po = off / vec, n = outer * pi;
     // 32-bit indices when every index (and the grid-stride overshoot) stays below 2^31.
     if (outer * pl + (int64_t)(1 << 20) * 256 < (int64_t)INT32_MAX)
-      concat_part_vec_k<int><<<blocks_for(n, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, (int)outer, (int)pi,
-                                                                 (int)pl, (int)po);
+      launch(concat_part_vec_k<int>, blocks_for(n, 256), 256, 0, s, (const uint4*)x, (uint4*)y, (int)outer, (int)pi,
+             (int)pl, (int)po);
     else
-      concat_part_vec_k<int64_t><<<blocks_for(n, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, outer, pi, pl, po);
-    DF_CUDA_LAUNCH();
+      launch(concat_part_vec_k<int64_t>, blocks_for(n, 256), 256, 0, s, (const uint4*)x, (uint4*)y, outer, pi, pl, po);
     return;
   }
   DF_DISPATCH(half, T,
-              concat_part_k<T><<<blocks_for(outer * inner, 256), 256, 0, s>>>((const T*)x, (T*)y, outer, inner, ldy,
-                                                                              off));
-  DF_CUDA_LAUNCH();
+              launch(concat_part_k<T>, blocks_for(outer * inner, 256), 256, 0, s, (const T*)x, (T*)y, outer, inner, ldy,
+                     off));
 }
 
 }  // namespace detforge::cuda

@@ -8,6 +8,7 @@ namespace {
 
 template <class T>
 __global__ void bias_act_k(const T* x, const T* bias, const T* res, T* y, int64_t n, int C, graph::Act act) {
+  pdl_wait_and_release();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float v = ld(x, i);
     if (bias) v += ld(bias, i % C);
@@ -18,12 +19,14 @@ __global__ void bias_act_k(const T* x, const T* bias, const T* res, T* y, int64_
 
 template <class T>
 __global__ void add_act_k(const T* a, const T* b, int64_t bn, T* y, int64_t n, graph::Act act) {
+  pdl_wait_and_release();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     st(y, i, act_f(act, ld(a, i) + ld(b, bn < n ? i % bn : i)));
 }
 
 template <class T>
 __global__ void mul_rows_k(const T* x, const T* m, T* y, int64_t rows, int L, int C) {
+  pdl_wait_and_release();
   int64_t n = rows * C;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t r = i / C;
@@ -33,20 +36,24 @@ __global__ void mul_rows_k(const T* x, const T* m, T* y, int64_t rows, int L, in
 
 template <class T>
 __global__ void from_f32_k(const float* x, T* y, int64_t n) {
+  pdl_wait_and_release();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     st(y, i, x[i]);
 }
 template <class T>
 __global__ void to_f32_k(const T* x, float* y, int64_t n) {
+  pdl_wait_and_release();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     y[i] = ld(x, i);
 }
 __global__ void i32_to_f32_k(const int32_t* x, float* y, int64_t n) {
+  pdl_wait_and_release();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     y[i] = static_cast<float>(x[i]);
 }
 template <class T>
 __global__ void nonfinite_k(const T* x, int64_t n, unsigned long long* count) {
+  pdl_wait_and_release();
   unsigned long long c = 0;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     if (!isfinite(ld(x, i))) ++c;
@@ -59,6 +66,7 @@ __global__ void nonfinite_k(const T* x, int64_t n, unsigned long long* count) {
 template <class T>
 __global__ void bias_act_vec_k(const Pack<T>* x, const T* bias, const Pack<T>* res, Pack<T>* y, int64_t packs,
                                int C, graph::Act act) {
+  pdl_wait_and_release();
   constexpr int N = Pack<T>::N;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < packs; i += (int64_t)gridDim.x * blockDim.x) {
     Pack<T> a = x[i], r;
@@ -79,6 +87,7 @@ __global__ void bias_act_vec_k(const Pack<T>* x, const T* bias, const Pack<T>* r
 template <class T>
 __global__ void add_act_vec_k(const Pack<T>* a, const Pack<T>* b, int64_t bpacks, Pack<T>* y, int64_t packs,
                               graph::Act act) {
+  pdl_wait_and_release();
   constexpr int N = Pack<T>::N;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < packs; i += (int64_t)gridDim.x * blockDim.x) {
     const Pack<T> x = a[i], z = b[bpacks < packs ? i % bpacks : i];
@@ -92,6 +101,7 @@ __global__ void add_act_vec_k(const Pack<T>* a, const Pack<T>* b, int64_t bpacks
 // mul_rows: a pack lies inside one row (C % N == 0).
 template <class T>
 __global__ void mul_rows_vec_k(const Pack<T>* x, const T* m, Pack<T>* y, int64_t packs, int L, int Cp) {
+  pdl_wait_and_release();
   constexpr int N = Pack<T>::N;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < packs; i += (int64_t)gridDim.x * blockDim.x) {
     const float f = ld(m, (i / Cp) % L);
@@ -112,58 +122,49 @@ void bias_act(const void* x, const void* bias, const void* res, void* y, int64_t
       (!bias || aligned16(bias))) {
     const int64_t packs = n / vec;
     DF_DISPATCH(half, T,
-                bias_act_vec_k<T><<<blocks_for(packs, 256), 256, 0, s>>>(
-                    (const Pack<T>*)x, (const T*)bias, (const Pack<T>*)res, (Pack<T>*)y, packs, C, act));
-    DF_CUDA_LAUNCH();
+                launch(bias_act_vec_k<T>, blocks_for(packs, 256), 256, 0, s, (const Pack<T>*)x, (const T*)bias,
+                       (const Pack<T>*)res, (Pack<T>*)y, packs, C, act));
     return;
   }
   DF_DISPATCH(half, T,
-              bias_act_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, (const T*)bias, (const T*)res, (T*)y, n,
-                                                              C, act));
-  DF_CUDA_LAUNCH();
+              launch(bias_act_k<T>, blocks_for(n, 256), 256, 0, s, (const T*)x, (const T*)bias, (const T*)res, (T*)y, n,
+                     C, act));
 }
 void add_act(const void* a, const void* b, int64_t bn, void* y, int64_t n, Act act, bool half, cudaStream_t s) {
   const int vec = half ? 8 : 4;
   if (n % vec == 0 && bn % vec == 0 && aligned16(a) && aligned16(b) && aligned16(y)) {
     const int64_t packs = n / vec, bpacks = bn / vec;
     DF_DISPATCH(half, T,
-                add_act_vec_k<T><<<blocks_for(packs, 256), 256, 0, s>>>((const Pack<T>*)a, (const Pack<T>*)b, bpacks,
-                                                                        (Pack<T>*)y, packs, act));
-    DF_CUDA_LAUNCH();
+                launch(add_act_vec_k<T>, blocks_for(packs, 256), 256, 0, s, (const Pack<T>*)a, (const Pack<T>*)b,
+                       bpacks, (Pack<T>*)y, packs, act));
     return;
   }
-  DF_DISPATCH(half, T, add_act_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)a, (const T*)b, bn, (T*)y, n, act));
-  DF_CUDA_LAUNCH();
+  DF_DISPATCH(half, T,
+              launch(add_act_k<T>, blocks_for(n, 256), 256, 0, s, (const T*)a, (const T*)b, bn, (T*)y, n, act));
 }
 void mul_rows(const void* x, const void* m, void* y, int64_t rows, int L, int C, bool half, cudaStream_t s) {
   const int vec = half ? 8 : 4;
   if (C % vec == 0 && aligned16(x) && aligned16(y)) {
     const int64_t packs = rows * C / vec;
     DF_DISPATCH(half, T,
-                mul_rows_vec_k<T><<<blocks_for(packs, 256), 256, 0, s>>>((const Pack<T>*)x, (const T*)m, (Pack<T>*)y,
-                                                                         packs, L, C / vec));
-    DF_CUDA_LAUNCH();
+                launch(mul_rows_vec_k<T>, blocks_for(packs, 256), 256, 0, s, (const Pack<T>*)x, (const T*)m,
+                       (Pack<T>*)y, packs, L, C / vec));
     return;
   }
   DF_DISPATCH(half, T,
-              mul_rows_k<T><<<blocks_for(rows * C, 256), 256, 0, s>>>((const T*)x, (const T*)m, (T*)y, rows, L, C));
-  DF_CUDA_LAUNCH();
+              launch(mul_rows_k<T>, blocks_for(rows * C, 256), 256, 0, s, (const T*)x, (const T*)m, (T*)y, rows, L, C));
 }
 void f32_to_storage(const float* x, void* y, int64_t n, bool half, cudaStream_t s) {
-  DF_DISPATCH(half, T, from_f32_k<T><<<blocks_for(n, 256), 256, 0, s>>>(x, (T*)y, n));
-  DF_CUDA_LAUNCH();
+  DF_DISPATCH(half, T, launch(from_f32_k<T>, blocks_for(n, 256), 256, 0, s, x, (T*)y, n));
 }
 void storage_to_f32(const void* x, float* y, int64_t n, bool half, cudaStream_t s) {
-  DF_DISPATCH(half, T, to_f32_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, y, n));
-  DF_CUDA_LAUNCH();
+  DF_DISPATCH(half, T, launch(to_f32_k<T>, blocks_for(n, 256), 256, 0, s, (const T*)x, y, n));
 }
 void i32_to_f32(const int32_t* x, float* y, int64_t n, cudaStream_t s) {
-  i32_to_f32_k<<<blocks_for(n, 256), 256, 0, s>>>(x, y, n);
-  DF_CUDA_LAUNCH();
+  launch(i32_to_f32_k, blocks_for(n, 256), 256, 0, s, x, y, n);
 }
 void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s) {
-  DF_DISPATCH(half, T, nonfinite_k<T><<<blocks_for(n, 256), 256, 0, s>>>((const T*)x, n, count));
-  DF_CUDA_LAUNCH();
+  DF_DISPATCH(half, T, launch(nonfinite_k<T>, blocks_for(n, 256), 256, 0, s, (const T*)x, n, count));
 }
 
 }  // namespace detforge::cuda

@@ -14,6 +14,11 @@ namespace detforge::cuda {
 
 using graph::Act;
 
+// pdl.cu: programmatic dependent launch for the kernels below (process-wide; the engine sets it
+// from DETFORGE_CUDA_PDL). Off, every launch is a plain <<<>>> launch.
+bool pdl_enabled();
+void set_pdl_enabled(bool on);
+
 // elementwise.cu
 // y[i] = act(x[i] + bias[i % C] (+ res[i])), n elements; bias may be null, res may be null.
 void bias_act(const void* x, const void* bias, const void* res, void* y, int64_t n, int C, Act act, bool half,

@@ -17,6 +17,7 @@ constexpr int kMaxPerLane = 32;  // C up to 1024 stays in registers; wider rows 
 
 template <class T>
 __global__ void layer_norm_k(const T* x, const T* res, const T* g, const T* b, T* y, int64_t rows, int C, float eps) {
+  pdl_wait_and_release();
   int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -66,6 +67,7 @@ template <class T, int KC>
 __global__ void __launch_bounds__(kFastWarps * 32)
     layer_norm_vec_k(const Pack<T>* x, const Pack<T>* res, const Pack<T>* __restrict__ g,
                      const Pack<T>* __restrict__ b, Pack<T>* y, int64_t rows, float eps) {
+  pdl_wait_and_release();
   constexpr int N = Pack<T>::N;   // elements per pack
   constexpr int C = 256 * KC;     // elements per row
   constexpr int Cp = C / N;       // packs per row
@@ -123,10 +125,10 @@ void launch_vec(const void* x, const void* res, const void* gamma, const void* b
   const auto* pb = static_cast<const Pack<T>*>(beta);
   auto* py = static_cast<Pack<T>*>(y);
   switch (C / 256) {
-    case 1: layer_norm_vec_k<T, 1><<<blocks, kFastWarps * 32, 0, s>>>(px, pr, pg, pb, py, rows, eps); break;
-    case 2: layer_norm_vec_k<T, 2><<<blocks, kFastWarps * 32, 0, s>>>(px, pr, pg, pb, py, rows, eps); break;
-    case 3: layer_norm_vec_k<T, 3><<<blocks, kFastWarps * 32, 0, s>>>(px, pr, pg, pb, py, rows, eps); break;
-    default: layer_norm_vec_k<T, 4><<<blocks, kFastWarps * 32, 0, s>>>(px, pr, pg, pb, py, rows, eps); break;
+    case 1: launch(layer_norm_vec_k<T, 1>, blocks, kFastWarps * 32, 0, s, px, pr, pg, pb, py, rows, eps); break;
+    case 2: launch(layer_norm_vec_k<T, 2>, blocks, kFastWarps * 32, 0, s, px, pr, pg, pb, py, rows, eps); break;
+    case 3: launch(layer_norm_vec_k<T, 3>, blocks, kFastWarps * 32, 0, s, px, pr, pg, pb, py, rows, eps); break;
+    default: launch(layer_norm_vec_k<T, 4>, blocks, kFastWarps * 32, 0, s, px, pr, pg, pb, py, rows, eps); break;
   }
 }
 
@@ -143,15 +145,13 @@ void layer_norm(const void* x, const void* res, const void* gamma, const void* b
   if (rows <= 0) return;
   if (layer_norm_fast_path(x, res, gamma, beta, y, C)) {
     DF_DISPATCH(half, T, launch_vec<T>(x, res, gamma, beta, y, rows, C, eps, s));
-    DF_CUDA_LAUNCH();
     return;
   }
   const int warps = 8;
   unsigned blocks = static_cast<unsigned>((rows + warps - 1) / warps);
   DF_DISPATCH(half, T,
-              layer_norm_k<T><<<blocks, warps * 32, 0, s>>>((const T*)x, (const T*)res, (const T*)gamma,
-                                                            (const T*)beta, (T*)y, rows, C, eps));
-  DF_CUDA_LAUNCH();
+              launch(layer_norm_k<T>, blocks, warps * 32, 0, s, (const T*)x, (const T*)res, (const T*)gamma,
+                     (const T*)beta, (T*)y, rows, C, eps));
 }
 
 }  // namespace detforge::cuda

@@ -12,6 +12,7 @@ namespace {
 template <class T>
 __global__ void ms_deform_attn_k(const T* value, const T* off, const T* logits, const T* ref, const T* pscale, T* out,
                                  int B, int Lv, int Q, int C, DeformShape sh) {
+  pdl_wait_and_release();
   const int lane = threadIdx.x % 32;
   const int64_t wid = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
   const int H = sh.heads, LP = sh.levels * sh.points;
@@ -98,6 +99,7 @@ __device__ __forceinline__ void acc_pack<float>(float* acc, float w, const uint4
 template <class T>
 __global__ void ms_deform_attn_vec_k(const T* value, const T* off, const T* logits, const T* ref, const T* pscale,
                                      T* out, int B, int Lv, int Q, int C, DeformShape sh) {
+  pdl_wait_and_release();
   constexpr int V = 16 / sizeof(T);
   const int lane = threadIdx.x % 32;
   const int64_t wid = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
@@ -207,18 +209,13 @@ void ms_deform_attn(const void* value, const void* off, const void* logits, cons
   unsigned blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
   if (warps > 0 && ms_deform_vec_ok(value, out, C, sh.heads, half)) {
     DF_DISPATCH(half, T,
-                ms_deform_attn_vec_k<T><<<blocks, per_block * 32, 0, s>>>((const T*)value, (const T*)off,
-                                                                          (const T*)logits, (const T*)ref,
-                                                                          (const T*)pscale, (T*)out, B, Lv, Q, C,
-                                                                          sh));
-    DF_CUDA_LAUNCH();
+                launch(ms_deform_attn_vec_k<T>, blocks, per_block * 32, 0, s, (const T*)value, (const T*)off,
+                       (const T*)logits, (const T*)ref, (const T*)pscale, (T*)out, B, Lv, Q, C, sh));
     return;
   }
   DF_DISPATCH(half, T,
-              ms_deform_attn_k<T><<<blocks, per_block * 32, 0, s>>>((const T*)value, (const T*)off,
-                                                                    (const T*)logits, (const T*)ref,
-                                                                    (const T*)pscale, (T*)out, B, Lv, Q, C, sh));
-  DF_CUDA_LAUNCH();
+              launch(ms_deform_attn_k<T>, blocks, per_block * 32, 0, s, (const T*)value, (const T*)off,
+                     (const T*)logits, (const T*)ref, (const T*)pscale, (T*)out, B, Lv, Q, C, sh));
 }
 
 }  // namespace detforge::cuda

@@ -12,6 +12,7 @@ namespace detforge::cuda {
 namespace {
 template <class T, bool kMax>
 __global__ void pool_k(const T* x, T* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad) {
+  pdl_wait_and_release();
   const int64_t n = (int64_t)B * Ho * Wo * C;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     const NhwcCoord<int64_t> o = nhwc_coord(i, Ho, Wo, C);
@@ -39,6 +40,7 @@ __global__ void pool_k(const T* x, T* y, int B, int H, int W, int C, int Ho, int
 template <class T, bool kMax, class I>
 __global__ void pool_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, int W, int Cp, int Ho, int Wo, int k,
                            int stride, int pad) {
+  pdl_wait_and_release();
   constexpr int N = Pack<T>::N;
   const I n = (I)B * Ho * Wo * Cp;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
@@ -79,19 +81,18 @@ void pool(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, in
     const bool small = n + (int64_t{1} << 28) < INT32_MAX;
     if (small) {
       DF_DISPATCH(half, T,
-                  pool_vec_k<T, kMax, int><<<blocks_for(n, 256), 256, 0, s>>>(
-                      (const Pack<T>*)x, (Pack<T>*)y, B, H, W, Cp, Ho, Wo, k, stride, pad));
+                  launch(pool_vec_k<T, kMax, int>, blocks_for(n, 256), 256, 0, s, (const Pack<T>*)x, (Pack<T>*)y, B, H,
+                         W, Cp, Ho, Wo, k, stride, pad));
     } else {
       DF_DISPATCH(half, T,
-                  pool_vec_k<T, kMax, int64_t><<<blocks_for(n, 256), 256, 0, s>>>(
-                      (const Pack<T>*)x, (Pack<T>*)y, B, H, W, Cp, Ho, Wo, k, stride, pad));
+                  launch(pool_vec_k<T, kMax, int64_t>, blocks_for(n, 256), 256, 0, s, (const Pack<T>*)x, (Pack<T>*)y, B,
+                         H, W, Cp, Ho, Wo, k, stride, pad));
     }
   } else {
     DF_DISPATCH(half, T,
-                pool_k<T, kMax><<<blocks_for((int64_t)B * Ho * Wo * C, 256), 256, 0, s>>>(
-                    (const T*)x, (T*)y, B, H, W, C, Ho, Wo, k, stride, pad));
+                launch(pool_k<T, kMax>, blocks_for((int64_t)B * Ho * Wo * C, 256), 256, 0, s, (const T*)x, (T*)y, B, H,
+                       W, C, Ho, Wo, k, stride, pad));
   }
-  DF_CUDA_LAUNCH();
 }
 }  // namespace
 

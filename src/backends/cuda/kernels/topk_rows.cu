@@ -65,6 +65,7 @@ __device__ __forceinline__ float row_max(const T* r, int N) {
 
 template <class T>
 __global__ void topk_rows_k(const T* scores, int32_t* idx, int L, int N, int k, int n2) {
+  pdl_wait_and_release();
   extern __shared__ unsigned long long keys[];
   const int b = blockIdx.x;
   const T* sb = scores + (int64_t)b * L * N;
@@ -168,6 +169,7 @@ __device__ __forceinline__ void sum_hist(const unsigned* whist, unsigned* hist) 
 // (row max desc, index asc).
 template <class T, int NP>
 __global__ void __launch_bounds__(kThreads) topk_select_k(const T* scores, int32_t* idx, int L, int N, int k) {
+  pdl_wait_and_release();
   extern __shared__ uint32_t skey[];  // L keys, larger = better
   __shared__ __align__(16) unsigned hist[256];
   __shared__ unsigned whist[kWarps * kHistStride];
@@ -352,9 +354,8 @@ void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, boo
       auto kern = np == 1 ? topk_select_k<T, 1> : np == 2 ? topk_select_k<T, 2> : topk_select_k<T, 0>;
       DF_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(sizeof(uint32_t) * kMaxLen)));
-      kern<<<B, kThreads, smem, s>>>((const T*)scores, idx, L, N, k);
+      launch(kern, B, kThreads, smem, s, (const T*)scores, idx, L, N, k);
     });
-    DF_CUDA_LAUNCH();
     return;
   }
   int n2 = 1;
@@ -363,9 +364,8 @@ void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, boo
   DF_DISPATCH(half, T, {
     DF_CUDA(cudaFuncSetAttribute(topk_rows_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(sizeof(unsigned long long) * kMaxLen)));
-    topk_rows_k<T><<<B, kThreads, smem, s>>>((const T*)scores, idx, L, N, k, n2);
+    launch(topk_rows_k<T>, B, kThreads, smem, s, (const T*)scores, idx, L, N, k, n2);
   });
-  DF_CUDA_LAUNCH();
 }
 
 }  // namespace detforge::cuda

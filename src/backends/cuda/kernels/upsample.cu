@@ -11,6 +11,7 @@ namespace detforge::cuda {
 namespace {
 template <class T>
 __global__ void upsample2x_k(const T* x, T* y, int B, int H, int W, int C) {
+  pdl_wait_and_release();
   const int Wo = 2 * W, Ho = 2 * H;
   const int64_t n = (int64_t)B * Ho * Wo * C;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -23,6 +24,7 @@ __global__ void upsample2x_k(const T* x, T* y, int B, int H, int W, int C) {
 // packs plus the grid-stride overshoot fit (int64 divides are slow); output offsets are int64.
 template <class I>
 __global__ void upsample2x_vec_k(const uint4* x, uint4* y, int B, int H, int W, int Cp) {
+  pdl_wait_and_release();
   const I n = (I)B * H * W * Cp;
   const int64_t orow = (int64_t)2 * W * Cp;  // one output row, in packs
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
@@ -43,16 +45,14 @@ void upsample_nearest2x(const void* x, void* y, int B, int H, int W, int C, bool
     const int Cp = C / vec;
     const int64_t n = (int64_t)B * H * W * Cp;
     if (n + (int64_t{1} << 28) < INT32_MAX)  // 2^28: the most threads blocks_for launches
-      upsample2x_vec_k<int><<<blocks_for(n, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, B, H, W, Cp);
+      launch(upsample2x_vec_k<int>, blocks_for(n, 256), 256, 0, s, (const uint4*)x, (uint4*)y, B, H, W, Cp);
     else
-      upsample2x_vec_k<int64_t><<<blocks_for(n, 256), 256, 0, s>>>((const uint4*)x, (uint4*)y, B, H, W, Cp);
-    DF_CUDA_LAUNCH();
+      launch(upsample2x_vec_k<int64_t>, blocks_for(n, 256), 256, 0, s, (const uint4*)x, (uint4*)y, B, H, W, Cp);
     return;
   }
   DF_DISPATCH(half, T,
-              upsample2x_k<T><<<blocks_for((int64_t)B * H * W * C * 4, 256), 256, 0, s>>>((const T*)x, (T*)y, B, H,
-                                                                                          W, C));
-  DF_CUDA_LAUNCH();
+              launch(upsample2x_k<T>, blocks_for((int64_t)B * H * W * C * 4, 256), 256, 0, s, (const T*)x, (T*)y, B, H,
+                     W, C));
 }
 
 }  // namespace detforge::cuda
