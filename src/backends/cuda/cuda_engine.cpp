@@ -12,6 +12,7 @@
 #include "backends/cuda/kernels/conv_stem.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "graph/memory_plan.h"
+#include "graph/op_order.h"
 #include "core/half.h"
 
 namespace detforge::cuda {
@@ -71,6 +72,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
+  conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
@@ -104,6 +106,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
     c.is_const = t.is_const;
     g_.tensors.push_back(std::move(c));
   }
+  // DETFORGE_CUDA_ASAP=1: issue every op as soon as its inputs exist (graph/op_order.h).
+  if (env_int("DETFORGE_CUDA_ASAP", 0, 0, 1)) graph::reorder_ops(g_, graph::asap_order(g_));
   slots_.resize(g_.tensors.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].root = static_cast<int>(i);

@@ -139,6 +139,10 @@ class CudaEngine : public Engine {
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
+  // DETFORGE_CUDA_CONV_WS0=1: fused convs take a plan without workspace when cuDNN has one. Some
+  // plans with workspace clear it with a memset node first, and the graph idles ~13 us after it
+  // (H200 CUPTI timeline, fp16 batch 1: the 32->64 stem conv).
+  bool conv_ws0_ = false;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
   std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1

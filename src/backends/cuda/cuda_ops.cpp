@@ -87,8 +87,10 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       auto it = fused_cache_.find(key);
       if (it == fused_cache_.end()) {
         const ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
-        it = fused_cache_.emplace(key, make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why, &tune))
-                 .first;
+        std::unique_ptr<FusedConv> fc;
+        if (conv_ws0_) fc = make_fused_conv(cudnn_, s, bias, res, op.act(), 0, &why, &tune);
+        if (!fc) fc = make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why, &tune);
+        it = fused_cache_.emplace(key, std::move(fc)).first;
       }
       p.fused[i] = it->second;
       if (p.fused[i] || own_conv_ == OwnConvMode::force) {
