@@ -9,7 +9,9 @@
 # Writes OUTDIR/<variant>_b<batch>.json and OUTDIR/ab.json (a list of records) and prints a table.
 # Variables: DETFORGE_CUDA_STREAMS (1..8), DETFORGE_CUDA_CONV_TUNE (plans timed per conv),
 #   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue), DETFORGE_CUDA_ROW_MLP (1 = linear
-#   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_STEM.
+#   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_STEM, DETFORGE_CUDA_PDL (0 = plain
+#   launches), DETFORGE_CUDA_ASAP, DETFORGE_CUDA_CONV_WS0, and DETFORGE_SKIP_PASSES (graph passes
+#   left out when building that variant's bundle).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: bench/ab_h200.sh OUTDIR "name:VAR=value ..." ...}
@@ -23,11 +25,16 @@ bundle=${BUNDLE:-/tmp/detforge_ab_model.bundle}  # not under OUTDIR: 77 MiB
 for v in "$@"; do
   name=${v%%:*}
   envs=${v#*:}
+  vb=$bundle
+  if [[ $envs == *DETFORGE_SKIP_PASSES=* ]]; then  # a graph-pass A/B: this variant's own bundle
+    vb=/tmp/detforge_ab_$name.bundle
+    env $envs "$cli" build "${CHECKPOINT:-$root/models/demo}" -o "$vb" | sed 's/^/   /' || exit 1
+  fi
   for b in ${BATCHES:-1}; do
     extra=()
     [ "${PROFILE_OPS:-}" = "$name" ] && extra=(--profile-ops)
     echo "== $name b$b: $envs"
-    env $envs "$cli" bench "$bundle" --backend cuda --batch "$b" --precision "${PRECISION:-fp16}" --warmup 50 \
+    env $envs "$cli" bench "$vb" --backend cuda --batch "$b" --precision "${PRECISION:-fp16}" --warmup 50 \
       --iters "${ITERS:-300}" --profile --skip-e2e "${extra[@]}" --json "$out/${name}_b$b.json" \
       >"$out/${name}_b$b.log" 2>&1 || { echo "   failed:"; tail -5 "$out/${name}_b$b.log"; }
     grep -E "engine load|^engine|graph:|op profile" "$out/${name}_b$b.log" | sed 's/^/   /'

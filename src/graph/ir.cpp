@@ -100,6 +100,11 @@ TensorId Graph::find(const std::string& name) const {
   return kNoTensor;
 }
 
+AttentionColumns attention_columns(const Op& op) {
+  auto col = [&](const char* key) -> int64_t { return op.attrs.contains(key) ? op.attr_int(key) : 0; };
+  return {col("q_col"), col("k_col"), col("v_col")};
+}
+
 void Graph::validate() const {
   std::vector<char> ready(tensors.size(), 0);
   auto check_id = [&](TensorId id, const std::string& where) {

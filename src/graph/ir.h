@@ -49,7 +49,9 @@ struct Tensor {
 //  linear          in: x[L,K], w[N,K], b[N], (residual[L,N]); attrs: act. out = act(xW^T+b (+res))
 //  layer_norm      in: x[L,C], gamma[C], beta[C], (residual[L,C]); attrs: eps.
 //                  out = LN(x (+residual)); statistics in fp32 whatever the storage type.
-//  attention       in: q[L,C], k[S,C], v[S,C]; attrs: heads, scale.
+//  attention       in: q[L,Wq], k[S,Wk], v[S,Wv]; out [L,C]; attrs: heads, scale, and optional
+//                  q_col, k_col, v_col (default 0): the C channels used start at that column of
+//                  each input (q and k of one merged projection are slices of one tensor).
 //                  per head h (channels h*d..h*d+d-1): softmax(scale * q_h k_h^T) v_h
 //  ms_deform_attn  in: value[Lv,C], offsets[Q,heads*levels*points*2], logits[Q,heads*levels*points],
 //                  ref[Q,4] (cx,cy,w,h in [0,1]), points_scale[levels*points] constant.
@@ -86,6 +88,12 @@ struct Op {
   float attr_float(const char* key) const;
   Act act() const;  // attrs["act"], none when absent
 };
+
+// An attention op's column offsets (attrs q_col, k_col, v_col; 0 when absent).
+struct AttentionColumns {
+  int64_t q = 0, k = 0, v = 0;
+};
+AttentionColumns attention_columns(const Op& op);
 
 struct Graph {
   std::vector<Tensor> tensors;

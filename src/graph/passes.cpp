@@ -1,6 +1,8 @@
 #include "graph/passes.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 
 #include "detforge/types.h"
@@ -234,6 +236,57 @@ int fold_parallel_convs(Graph& g) {
   return n;
 }
 
+int merge_qk_projections(Graph& g) {
+  auto cons = consumers(g);
+  auto prod = producers(g);
+  std::vector<char> dead(g.ops.size(), 0);
+  int n = 0;
+  for (size_t a = 0; a < g.ops.size(); ++a) {
+    Op& att = g.ops[a];
+    if (att.kind != OpKind::attention || att.inputs.size() != 3 || att.attrs.contains("q_col") ||
+        att.attrs.contains("k_col") || att.inputs[0] == att.inputs[1])
+      continue;
+    const int iq = prod[att.inputs[0]], ik = prod[att.inputs[1]];
+    if (iq < 0 || ik < 0 || iq == ik || dead[iq] || dead[ik]) continue;
+    Op& q = g.ops[iq];
+    const Op& k = g.ops[ik];
+    auto plain_linear = [&](const Op& l) {
+      return l.kind == OpKind::linear && has_no_epilogue(l) && g.tensor(l.inputs[1]).is_const &&
+             g.tensor(l.inputs[2]).is_const && is_sole_consumer(cons, l.outputs[0], static_cast<int>(a));
+    };
+    if (!plain_linear(q) || !plain_linear(k) || q.inputs[0] != k.inputs[0]) continue;
+    const Tensor &wq = g.tensor(q.inputs[1]), &wk = g.tensor(k.inputs[1]);
+    const Tensor &bq = g.tensor(q.inputs[2]), &bk = g.tensor(k.inputs[2]);
+    if (wq.shape.size() != 2 || wk.shape.size() != 2 || wq.shape[1] != wk.shape[1] || bq.numel() != wq.shape[0] ||
+        bk.numel() != wk.shape[0] || wq.data.empty() || wk.data.empty())
+      continue;
+    const int64_t Nq = wq.shape[0], Nk = wk.shape[0], K = wq.shape[1];
+    std::vector<float> w(wq.data), b(bq.data);
+    w.insert(w.end(), wk.data.begin(), wk.data.end());
+    b.insert(b.end(), bk.data.begin(), bk.data.end());
+    const std::string name = q.name + "+" + k.name.substr(k.name.rfind('.') + 1);
+    const TensorId tw = g.add_const(name + ".weight", {Nq + Nk, K}, std::move(w));
+    const TensorId tb = g.add_const(name + ".bias", {Nq + Nk}, std::move(b));
+    const auto rows = g.tensor(q.outputs[0]).shape[0];
+    const TensorId qk = g.add_activation(name + ":out", {rows, Nq + Nk}, g.tensor(q.outputs[0]).dtype);
+    // The merged linear takes the earlier of the two places: both read only its input.
+    Op merged = q;
+    merged.name = name;
+    merged.inputs = {q.inputs[0], tw, tb};
+    merged.outputs = {qk};
+    g.ops[std::min(iq, ik)] = std::move(merged);
+    dead[std::max(iq, ik)] = 1;
+    Op& att2 = g.ops[a];  // g.ops did not move: only elements were assigned
+    att2.inputs[0] = qk;
+    att2.inputs[1] = qk;
+    att2.attrs["q_col"] = 0;
+    att2.attrs["k_col"] = Nq;
+    ++n;
+  }
+  erase_ops(g, dead);
+  return n;
+}
+
 int eliminate_dead_code(Graph& g) {
   std::vector<char> live(g.tensors.size(), 0);
   for (TensorId t : g.outputs) live[t] = 1;
@@ -269,13 +322,27 @@ int eliminate_dead_code(Graph& g) {
   return removed;
 }
 
+namespace {
+
+// DETFORGE_SKIP_PASSES: comma-separated names of optional passes to leave out, for A/B runs of a
+// pass on the GPU machine (bench/ab_h200.sh builds a bundle per variant that sets it).
+bool skipped(const char* pass) {
+  const char* v = std::getenv("DETFORGE_SKIP_PASSES");
+  if (!v) return false;
+  const std::string list = std::string(",") + v + ",";
+  return list.find(std::string(",") + pass + ",") != std::string::npos;
+}
+
+}  // namespace
+
 PassStats optimize(Graph& g) {
   PassStats s;
-  s.folded_batch_norms = fold_batch_norm(g);
+  s.folded_batch_norms = fold_batch_norm(g);  // required: no backend runs batch_norm
   s.fused_residuals = fuse_residual_adds(g);
   s.fused_activations = fuse_activations(g);
   s.fused_layer_norm_adds = fuse_layer_norm_adds(g);
-  s.folded_parallel_convs = fold_parallel_convs(g);
+  if (!skipped("fold_parallel_convs")) s.folded_parallel_convs = fold_parallel_convs(g);
+  if (!skipped("merge_qk_projections")) s.merged_qk_projections = merge_qk_projections(g);
   s.removed_ops = eliminate_dead_code(g);
   g.validate();
   return s;

@@ -122,6 +122,43 @@ TEST_P(CudaKernel, AttentionWithLargeScoresAndUnalignedRowsMatchesHostLoop) {
   EXPECT_TRUE(close(dout2.download(), want, atol(), rtol())) << "q off alignment";
 }
 
+TEST_P(CudaKernel, AttentionOnColumnSlicesOfOneBufferMatchesContiguousInputs) {
+  // graph::merge_qk_projections hands attention q and k as column slices of one [L, 2C] tensor;
+  // here q, k and v are slices of one [L, 3C] buffer (row stride 3C). Same kernel, same
+  // arithmetic as contiguous inputs, so the outputs must be identical. (B, L = S, C, heads):
+  // the key-split path (decoder), AIFI's 400 tokens, the 4-warp mma path (fp16), head dim 48
+  // (the fallback kernel).
+  const int cfg[][4] = {{1, 300, 256, 8}, {1, 400, 256, 8}, {3, 1100, 256, 8}, {2, 33, 96, 2}};
+  for (const auto& cf : cfg) {
+    const int B = cf[0], L = cf[1], C = cf[2], heads = cf[3], d = C / heads;
+    SCOPED_TRACE("B " + std::to_string(B) + " L " + std::to_string(L) + " C " + std::to_string(C));
+    const float scale = 1.f / std::sqrt(static_cast<float>(d));
+    auto qkv = quantize(random_vec((size_t)B * L * 3 * C, -2, 2, 90 + L), half());
+    std::vector<float> q((size_t)B * L * C), k(q.size()), v(q.size());
+    for (size_t r = 0; r < (size_t)B * L; ++r)
+      for (int c = 0; c < C; ++c) {
+        q[r * C + c] = qkv[r * 3 * C + c];
+        k[r * C + c] = qkv[r * 3 * C + C + c];
+        v[r * C + c] = qkv[r * 3 * C + 2 * C + c];
+      }
+    DevBuf dqkv(qkv, half()), dq(q, half()), dk(k, half()), dv(v, half());
+    DevBuf want((size_t)B * L * C, half()), got((size_t)B * L * C, half());
+    cuda::attention(dq.get(), dk.get(), dv.get(), want.get(), B, L, L, C, heads, scale, half(), nullptr);
+    const char* base = static_cast<const char*>(dqkv.get());
+    const size_t es = half() ? 2 : 4;
+    cuda::attention(base, base + C * es, base + 2 * C * es, got.get(), B, L, L, C, heads, scale, half(), nullptr,
+                    {3 * C, 3 * C, 3 * C});
+    const auto w = want.download(), g = got.download();
+    EXPECT_EQ(w, g);
+    EXPECT_TRUE(close(g, attention_ref(q, k, v, B, L, L, C, heads, scale), atol(), rtol()));
+  }
+  // A row stride below the width is refused.
+  DevBuf dq(std::vector<float>(64, 0.f), half()), dout((size_t)64, half());
+  EXPECT_THROW(cuda::attention(dq.get(), dq.get(), dq.get(), dout.get(), 1, 2, 2, 32, 1, 1.f, half(), nullptr,
+                               {16, 32, 32}),
+               Error);
+}
+
 TEST_P(CudaKernel, MsDeformAttnMatchesHostLoop) {
   DeformShape sh;
   sh.heads = 4;

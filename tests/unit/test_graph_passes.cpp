@@ -203,6 +203,58 @@ TEST(GraphPasses, ParallelConvsOfDifferentInputsStayApart) {
   EXPECT_EQ(g.ops.size(), 3u);
 }
 
+// x[L, K] (+ pos) -> q, k linears of one input, v of another -> attention: the pass stacks Wq and
+// Wk into one linear and points the attention at its columns; the CPU engine gives the same
+// output as the unmerged graph.
+Graph qk_graph(bool q_also_output) {
+  const int L = 7, K = 12, C = 8;
+  Graph g;
+  TensorId x = g.add_activation("x", {L, K});
+  g.inputs = {x};
+  TensorId xp = add_op(g, OpKind::add, "pos", {x, g.add_const("pos.c", {L, K}, rnd(L * K, 30))}, {L, K},
+                       {{"act", "none"}});
+  auto lin = [&](const std::string& n, TensorId in, uint32_t seed) {
+    return add_op(g, OpKind::linear, n, {in, g.add_const(n + ".w", {C, K}, rnd(C * K, seed)),
+                                         g.add_const(n + ".b", {C}, rnd(C, seed + 1))},
+                  {L, C}, {{"act", "none"}});
+  };
+  TensorId q = lin("attn.q_proj", xp, 31), k = lin("attn.k_proj", xp, 33), v = lin("attn.v_proj", x, 35);
+  g.outputs = {add_op(g, OpKind::attention, "attn", {q, k, v}, {L, C}, {{"heads", 2}, {"scale", 0.5f}})};
+  if (q_also_output) g.outputs.push_back(q);
+  g.validate();
+  return g;
+}
+
+TEST(GraphPasses, QkProjectionsMergeIntoOneLinearAndComputeTheSame) {
+  Graph ref = qk_graph(false), g = qk_graph(false);
+  const auto st = graph::optimize(g);
+  EXPECT_EQ(st.merged_qk_projections, 1);
+  ASSERT_EQ(g.ops.size(), 4u);  // pos, q+k, v, attention
+  const graph::Op& att = g.ops.back();
+  ASSERT_EQ(att.kind, OpKind::attention);
+  EXPECT_EQ(att.inputs[0], att.inputs[1]);
+  EXPECT_EQ(graph::attention_columns(att).q, 0);
+  EXPECT_EQ(graph::attention_columns(att).k, 8);
+  const graph::Op& qk = g.ops[1];
+  EXPECT_EQ(qk.name, "attn.q_proj+k_proj");
+  EXPECT_EQ(g.tensor(qk.inputs[1]).shape, (std::vector<int64_t>{16, 12}));
+  EXPECT_EQ(g.tensor(qk.outputs[0]).shape, (std::vector<int64_t>{7, 16}));
+
+  auto xin = rnd(7 * 12 * 2, 40);
+  EngineOptions two;
+  two.max_batch = 2;
+  auto want = make_engine("cpu", ref, two)->run(xin.data(), 2);
+  auto got = make_engine("cpu", g, two)->run(xin.data(), 2);
+  ASSERT_EQ(got[0].data.size(), want[0].data.size());
+  for (size_t i = 0; i < want[0].data.size(); ++i) EXPECT_NEAR(got[0].data[i], want[0].data[i], 1e-5) << i;
+}
+
+TEST(GraphPasses, QkProjectionReadElsewhereIsNotMerged) {
+  Graph g = qk_graph(true);
+  EXPECT_EQ(graph::optimize(g).merged_qk_projections, 0);
+  EXPECT_EQ(g.ops.size(), 5u);
+}
+
 TEST(GraphPasses, BatchNormNotAfterAConvIsRefused) {
   Graph g;
   TensorId x = g.add_activation("x", {2, 2, 4});

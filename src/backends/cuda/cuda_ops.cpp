@@ -236,10 +236,15 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       break;
     }
     case OpKind::attention: {
-      const int L = (int)shape(0)[0], C = (int)shape(0)[1], S = (int)shape(1)[0];
+      // q, k and v may be column slices of wider tensors (graph::merge_qk_projections).
+      const auto cols = graph::attention_columns(op);
+      const int L = (int)shape(0)[0], S = (int)shape(1)[0], C = (int)g_.tensor(op.outputs[0]).shape[1];
       const int heads = op.attr_int("heads");
       if (C % heads) throw Error("cuda backend: attention " + op.name + ": channels not divisible by heads");
-      attention(in(0), in(1), in(2), y, B, L, S, C, heads, op.attr_float("scale"), half_, s);
+      const size_t es = half_ ? 2 : 4;
+      auto at = [&](size_t k, int64_t col) { return static_cast<char*>(in(k)) + col * es; };
+      attention(at(0, cols.q), at(1, cols.k), at(2, cols.v), y, B, L, S, C, heads, op.attr_float("scale"), half_, s,
+                {(int)shape(0)[1], (int)shape(1)[1], (int)shape(2)[1]});
       break;
     }
     case OpKind::ms_deform_attn: {

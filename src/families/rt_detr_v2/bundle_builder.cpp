@@ -79,6 +79,7 @@ BuildReport build_bundle(const BuildOptions& opt, const std::function<void(const
                              {"fused_activations", rep.passes.fused_activations},
                              {"fused_layer_norm_adds", rep.passes.fused_layer_norm_adds},
                              {"folded_parallel_convs", rep.passes.folded_parallel_convs},
+                             {"merged_qk_projections", rep.passes.merged_qk_projections},
                              {"removed_ops", rep.passes.removed_ops}}}}},
   };
   write_bundle_atomically(opt.output, header, {BundleSection("graph", graph_text), BundleSection("weights", ser.weights)});

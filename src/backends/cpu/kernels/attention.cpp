@@ -29,12 +29,25 @@ class AttentionStep final : public Step {
     const auto& v = in_tensor(cc, op, 2);
     expect_rank(op, q, 2);
     expect_rank(op, k, 2);
+    expect_rank(op, v, 2);
+    const auto& out = out_tensor(cc, op);
+    expect_rank(op, out, 2);
     L_ = q.shape[0];
-    C_ = q.shape[1];
+    C_ = out.shape[1];
     S_ = k.shape[0];
-    expect_shape(op, k, {S_, C_});
-    expect_shape(op, v, {S_, C_});
-    expect_shape(op, out_tensor(cc, op), {L_, C_});
+    expect_shape(op, out, {L_, C_});
+    if (v.shape[0] != S_) op_fail(op, "k has " + std::to_string(S_) + " rows, v " + std::to_string(v.shape[0]));
+    // q, k, v may be column slices of wider tensors (graph::merge_qk_projections).
+    const auto cols = graph::attention_columns(op);
+    const int64_t col[3] = {cols.q, cols.k, cols.v};
+    const graph::Tensor* t[3] = {&q, &k, &v};
+    for (int i = 0; i < 3; ++i) {
+      ld_[i] = t[i]->shape[1];
+      col_[i] = col[i];
+      if (col[i] < 0 || col[i] + C_ > ld_[i])
+        op_fail(op, "input " + std::to_string(i) + " has " + std::to_string(ld_[i]) + " columns, the op reads " +
+                        std::to_string(C_) + " from column " + std::to_string(col[i]));
+    }
     heads_ = op.attr_int("heads");
     if (heads_ < 1 || C_ % heads_ != 0) op_fail(op, "heads " + std::to_string(heads_) + " does not divide width " + std::to_string(C_));
     d_ = C_ / heads_;
@@ -104,9 +117,9 @@ class AttentionStep final : public Step {
       const float* k = c.f(k_, bi);
       const float* v = c.f(v_, bi);
       float* y = c.f(y_, bi);
-      pack(q, qh, L);
-      pack(k, kh, S);
-      pack(v, vh, S);
+      pack(q + col_[0], ld_[0], qh, L);
+      pack(k + col_[1], ld_[1], kh, S);
+      pack(v + col_[2], ld_[2], vh, S);
       qk_.execute(c);
       sm_.execute(c);
       pv_.execute(c);
@@ -118,15 +131,16 @@ class AttentionStep final : public Step {
 
  private:
   static size_t al(int64_t bytes) { return (static_cast<size_t>(bytes) + 63) / 64 * 64; }
-  // [n, C] (channel = h*d + e) -> [H, n, d]
-  void pack(const float* src, float* dst, int64_t n) const {
-    const int64_t C = C_, d = d_, H = heads_;
+  // [n, C] with row stride ld (channel = h*d + e) -> [H, n, d]
+  void pack(const float* src, int64_t ld, float* dst, int64_t n) const {
+    const int64_t d = d_, H = heads_;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t h = 0; h < H; ++h) std::copy(src + i * C + h * d, src + i * C + h * d + d, dst + (h * n + i) * d);
+      for (int64_t h = 0; h < H; ++h) std::copy(src + i * ld + h * d, src + i * ld + h * d + d, dst + (h * n + i) * d);
   }
 
   graph::TensorId q_, k_, v_, y_;
+  int64_t ld_[3] = {}, col_[3] = {};  // row stride and first column of q, k, v
   int64_t L_, C_, S_, d_;
   int heads_;
   float scale_;

@@ -21,7 +21,8 @@ namespace {
 constexpr int kWarps = 4;
 
 template <class T>
-__global__ void attention_k(const T* q, const T* k, const T* v, T* o, int L, int S, int C, int heads, float scale) {
+__global__ void attention_k(const T* q, const T* k, const T* v, T* o, int L, int S, int C, int heads, float scale,
+                            AttnLd rs) {
   pdl_wait_and_release();
   extern __shared__ float smem[];  // kWarps * S scores
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -30,12 +31,12 @@ __global__ void attention_k(const T* q, const T* k, const T* v, T* o, int L, int
   if (i >= L) return;
   const int d = C / heads;
   float* sc = smem + warp * S;
-  const T* qr = q + ((int64_t)b * L + i) * C + h * d;
-  const T* kb = k + (int64_t)b * S * C + h * d;
-  const T* vb = v + (int64_t)b * S * C + h * d;
+  const T* qr = q + ((int64_t)b * L + i) * rs.q + h * d;
+  const T* kb = k + (int64_t)b * S * rs.k + h * d;
+  const T* vb = v + (int64_t)b * S * rs.v + h * d;
   float mx = -INFINITY;
   for (int j = lane; j < S; j += 32) {
-    const T* kr = kb + (int64_t)j * C;
+    const T* kr = kb + (int64_t)j * rs.k;
     float acc = 0.f;
     for (int c = 0; c < d; ++c) acc += ld(qr, c) * ld(kr, c);
     acc *= scale;
@@ -55,7 +56,7 @@ __global__ void attention_k(const T* q, const T* k, const T* v, T* o, int L, int
   T* orow = o + ((int64_t)b * L + i) * C + h * d;
   for (int c = lane; c < d; c += 32) {
     float acc = 0.f;
-    for (int j = 0; j < S; ++j) acc += sc[j] * ld(vb + (int64_t)j * C, c);
+    for (int j = 0; j < S; ++j) acc += sc[j] * ld(vb + (int64_t)j * rs.v, c);
     st(orow, c, acc * inv);
   }
 }
@@ -68,7 +69,7 @@ constexpr int kFastWarps = 8, kFastQueries = 16;
 // scores 4 keys at once (4 independent chains sharing one broadcast load of q).
 template <class T>
 __global__ void attention_smem_k(const T* q, const T* k, const T* v, T* o, int L, int S, int C, int heads,
-                                 float scale) {
+                                 float scale, AttnLd rs) {
   pdl_wait_and_release();
   extern __shared__ float sm[];
   const int d = C / heads;
@@ -79,19 +80,19 @@ __global__ void attention_smem_k(const T* q, const T* k, const T* v, T* o, int L
   float* Qs = Ps + kFastWarps * S;     // warps x d
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int b = blockIdx.z, h = blockIdx.y;
-  const T* kb = k + (int64_t)b * S * C + h * d;
-  const T* vb = v + (int64_t)b * S * C + h * d;
+  const T* kb = k + (int64_t)b * S * rs.k + h * d;
+  const T* vb = v + (int64_t)b * S * rs.v + h * d;
   for (int idx = threadIdx.x; idx < S * d; idx += blockDim.x) {
     const int j = idx / d, c = idx % d;
-    Ks[j * kst + c] = ld(kb, (int64_t)j * C + c);
-    Vs[j * d + c] = ld(vb, (int64_t)j * C + c);
+    Ks[j * kst + c] = ld(kb, (int64_t)j * rs.k + c);
+    Vs[j * d + c] = ld(vb, (int64_t)j * rs.v + c);
   }
   __syncthreads();
   float* P = Ps + warp * S;
   float* Qw = Qs + warp * d;
   const int q_end = min(L, (blockIdx.x + 1) * kFastQueries);
   for (int i = blockIdx.x * kFastQueries + warp; i < q_end; i += kFastWarps) {
-    const T* qr = q + ((int64_t)b * L + i) * C + h * d;
+    const T* qr = q + ((int64_t)b * L + i) * rs.q + h * d;
     if (lane < d) Qw[lane] = ld(qr, lane) * scale;
     __syncwarp();
     float mx = -INFINITY;
@@ -162,11 +163,12 @@ __device__ __forceinline__ void quad_max(float& a, float& b) {
 }
 
 // The A fragments (row-major 16 x 32) of one head's queries for mma16816: rows r0 and r1 of
-// image b, head h; rows past L read as zero. tig: the lane's thread-in-group (lane & 3).
-__device__ __forceinline__ void load_q_frags(uint32_t (&qa)[2][4], const __half* q, int b, int L, int C, int h, int r0,
-                                             int r1, int tig) {
-  const __half* p0 = q + ((int64_t)b * L + r0) * C + h * kMmaD;
-  const __half* p1 = q + ((int64_t)b * L + r1) * C + h * kMmaD;
+// image b, head h; rows past L read as zero. tig: the lane's thread-in-group (lane & 3). ldq: the
+// row stride of q in halves.
+__device__ __forceinline__ void load_q_frags(uint32_t (&qa)[2][4], const __half* q, int b, int L, int ldq, int h,
+                                             int r0, int r1, int tig) {
+  const __half* p0 = q + ((int64_t)b * L + r0) * ldq + h * kMmaD;
+  const __half* p1 = q + ((int64_t)b * L + r1) * ldq + h * kMmaD;
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
     const int c = ks * 16 + tig * 2;
@@ -178,7 +180,7 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[2][4], const __half*
 }
 
 __global__ void attention_mma_k(const __half* q, const __half* k, const __half* v, __half* o, int L, int S, int C,
-                                float scale_log2) {
+                                float scale_log2, AttnLd rs) {
   pdl_wait_and_release();
   extern __shared__ uint4 sm_mma[];
   const int Sp = mma_s_pad(S);
@@ -186,13 +188,13 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
   __half* Ks = reinterpret_cast<__half*>(sm_mma);  // Sp x kKStride
   __half* Vt = Ks + Sp * kKStride;                 // kMmaD x vst
   const int b = blockIdx.z, h = blockIdx.y;
-  const __half* kb = k + (int64_t)b * S * C + h * kMmaD;
-  const __half* vb = v + (int64_t)b * S * C + h * kMmaD;
+  const __half* kb = k + (int64_t)b * S * rs.k + h * kMmaD;
+  const __half* vb = v + (int64_t)b * S * rs.v + h * kMmaD;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // K: 16-byte copies, 4 per row (consecutive threads read one row's 64 contiguous bytes).
   for (int idx = threadIdx.x; idx < Sp * 4; idx += blockDim.x) {
     const int j = idx >> 2, c = idx & 3;
-    const uint4 val = j < S ? *reinterpret_cast<const uint4*>(kb + (int64_t)j * C + c * 8) : zero;
+    const uint4 val = j < S ? *reinterpret_cast<const uint4*>(kb + (int64_t)j * rs.k + c * 8) : zero;
     *reinterpret_cast<uint4*>(Ks + j * kKStride + c * 8) = val;
   }
   // V transposed: a thread takes keys (2p, 2p+1) of 8 channels and writes 8 half2 words;
@@ -201,8 +203,8 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
   const int npairs = Sp / 2;
   for (int idx = threadIdx.x; idx < npairs * 4; idx += blockDim.x) {
     const int p = idx % npairs, c = idx / npairs, j = 2 * p;
-    uint4 r0 = j < S ? *reinterpret_cast<const uint4*>(vb + (int64_t)j * C + c * 8) : zero;
-    uint4 r1 = j + 1 < S ? *reinterpret_cast<const uint4*>(vb + (int64_t)(j + 1) * C + c * 8) : zero;
+    uint4 r0 = j < S ? *reinterpret_cast<const uint4*>(vb + (int64_t)j * rs.v + c * 8) : zero;
+    uint4 r1 = j + 1 < S ? *reinterpret_cast<const uint4*>(vb + (int64_t)(j + 1) * rs.v + c * 8) : zero;
     const __half* h0 = reinterpret_cast<const __half*>(&r0);
     const __half* h1 = reinterpret_cast<const __half*>(&r1);
 #pragma unroll
@@ -218,7 +220,7 @@ __global__ void attention_mma_k(const __half* q, const __half* k, const __half* 
   if (q0 >= L) return;
   // Q fragments (A, row-major 16 x 32): rows q0+g and q0+g+8; rows past L read as zero.
   uint32_t qa[2][4];
-  load_q_frags(qa, q, b, L, C, h, q0 + g, q0 + g + 8, tig);
+  load_q_frags(qa, q, b, L, rs.q, h, q0 + g, q0 + g + 8, tig);
   float acc[4][4];  // O: 4 tiles of 8 channels; [0],[1] row g, [2],[3] row g+8
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
@@ -335,7 +337,7 @@ __host__ __device__ inline int split_kw(int S) {  // keys per warp, a multiple o
 template <int NT>  // at most NT 8-key tiles per warp
 __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __half* q, const __half* k,
                                                                       const __half* v, __half* o, int L, int S,
-                                                                      int C, float scale_log2) {
+                                                                      int C, float scale_log2, AttnLd rs) {
   pdl_wait_and_release();
   extern __shared__ uint4 sm_split[];
   const int kw = split_kw(S);
@@ -347,8 +349,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __ha
   const int b = blockIdx.z, h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tig = lane & 3;
   const int kbeg = warp * kw;
-  const __half* kb = k + (int64_t)b * S * C + h * kMmaD;
-  const __half* vb = v + (int64_t)b * S * C + h * kMmaD;
+  const __half* kb = k + (int64_t)b * S * rs.k + h * kMmaD;
+  const __half* vb = v + (int64_t)b * S * rs.v + h * kMmaD;
   // Stage this warp's K and V rows: 4 x 16 bytes per row; keys past S are zero (V must be finite:
   // their P is 0).
   for (int idx = lane; idx < kw * 4; idx += 32) {
@@ -356,8 +358,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __ha
     __half* kd = Ks + r * kKStride + c;
     __half* vd = Vs + r * kKStride + c;
     if (r < S) {
-      cp_async16(smem_u32(kd), kb + (int64_t)r * C + c, true);
-      cp_async16(smem_u32(vd), vb + (int64_t)r * C + c, true);
+      cp_async16(smem_u32(kd), kb + (int64_t)r * rs.k + c, true);
+      cp_async16(smem_u32(vd), vb + (int64_t)r * rs.v + c, true);
     } else {
       *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
@@ -367,7 +369,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_k(const __ha
   // Q fragments while the copies fly (rows past L read as zero; their outputs are not stored).
   const int q0 = blockIdx.x * 16, r0 = q0 + g, r1 = q0 + g + 8;
   uint32_t qa[2][4];
-  load_q_frags(qa, q, b, L, C, h, r0, r1, tig);
+  load_q_frags(qa, q, b, L, rs.q, h, r0, r1, tig);
   cp_async_wait<0>();
   __syncwarp();
 
@@ -488,11 +490,17 @@ size_t attention_mma_smem(int S) {
 }  // namespace
 
 void attention(const void* q, const void* k, const void* v, void* o, int B, int L, int S, int C, int heads,
-               float scale, bool half, cudaStream_t s) {
+               float scale, bool half, cudaStream_t s, AttnLd rs) {
   const int d = C / heads;
+  if (rs.q == 0) rs.q = C;
+  if (rs.k == 0) rs.k = C;
+  if (rs.v == 0) rs.v = C;
+  if (rs.q < C || rs.k < C || rs.v < C)
+    throw Error("attention: row strides " + std::to_string(rs.q) + "/" + std::to_string(rs.k) + "/" +
+                std::to_string(rs.v) + " below the width " + std::to_string(C));
   const size_t mma_smem = attention_mma_smem(S);
-  const bool mma_ok = half && d == kMmaD && C % 8 == 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
-                      aligned16(o) && L > 0 && S > 0;
+  const bool mma_ok = half && d == kMmaD && C % 8 == 0 && rs.q % 8 == 0 && rs.k % 8 == 0 && rs.v % 8 == 0 &&
+                      aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o) && L > 0 && S > 0;
   // v5 key split when the v4 grid would be small (v4's 2-warp test: fewer than two 4-warp blocks
   // per SM of a 132-SM H200), its own grid is at most 800 blocks (measured crossover, see
   // attention_split_k) and each warp's slice fits in 128 keys (S <= 1024).
@@ -505,7 +513,7 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
       if (smem > 48 * 1024)
         DF_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
       launch(kern, grid, kSplitWarps * 32, smem, s, (const __half*)q, (const __half*)k, (const __half*)v, (__half*)o, L,
-             S, C, sl2);
+             S, C, sl2, rs);
     };
     if (split_kw(S) <= 64) run(attention_split_k<8>); else run(attention_split_k<16>);
     return;
@@ -519,7 +527,7 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
       DF_CUDA(cudaFuncSetAttribute(attention_mma_k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(mma_smem)));
     launch(attention_mma_k, grid, warps * 32, mma_smem, s, (const __half*)q, (const __half*)k, (const __half*)v,
-           (__half*)o, L, S, C, scale * 1.4426950408889634f);
+           (__half*)o, L, S, C, scale * 1.4426950408889634f, rs);
     return;
   }
   const size_t fast_smem = sizeof(float) * ((size_t)S * (2 * d + 1) + (size_t)kFastWarps * (S + d));
@@ -530,7 +538,7 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
         DF_CUDA(cudaFuncSetAttribute(attention_smem_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(fast_smem)));
       launch(attention_smem_k<T>, grid, kFastWarps * 32, fast_smem, s, (const T*)q, (const T*)k, (const T*)v, (T*)o, L,
-             S, C, heads, scale);
+             S, C, heads, scale, rs);
     });
     return;
   }
@@ -540,7 +548,7 @@ void attention(const void* q, const void* k, const void* v, void* o, int B, int 
     if (smem > 48 * 1024) DF_CUDA(cudaFuncSetAttribute(attention_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(smem)));
     launch(attention_k<T>, grid, kWarps * 32, smem, s, (const T*)q, (const T*)k, (const T*)v, (T*)o, L, S, C, heads,
-           scale);
+           scale, rs);
   });
 }
 

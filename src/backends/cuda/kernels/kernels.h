@@ -43,8 +43,13 @@ void layer_norm(const void* x, const void* res, const void* gamma, const void* b
 bool layer_norm_fast_path(const void* x, const void* res, const void* gamma, const void* beta, const void* y, int C);
 
 // attention.cu: q[B,L,C], k[B,S,C], v[B,S,C] -> o[B,L,C]; heads split C. Softmax in fp32.
+// Row strides in elements (0 = C): q, k and v may be column slices of wider rows, e.g. q and k
+// of one merged projection (graph::merge_qk_projections).
+struct AttnLd {
+  int q = 0, k = 0, v = 0;
+};
 void attention(const void* q, const void* k, const void* v, void* o, int B, int L, int S, int C, int heads,
-               float scale, bool half, cudaStream_t s);
+               float scale, bool half, cudaStream_t s, AttnLd ld = {});
 
 // ms_deform_attn.cu: see graph/ir.h. value[B,Lv,C], off[B,Q,H*Lv*P*2], logits[B,Q,H*Lv*P],
 // ref[B,Q,4], pscale[levels*points] -> out[B,Q,C].
