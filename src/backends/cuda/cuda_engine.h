@@ -140,8 +140,9 @@ class CudaEngine : public Engine {
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
   // DETFORGE_CUDA_CONV_WS0=1: fused convs take a plan without workspace when cuDNN has one. Some
-  // plans with workspace clear it with a memset node first, and the graph idles ~13 us after it
-  // (H200 CUPTI timeline, fp16 batch 1: the 32->64 stem conv).
+  // plans with workspace clear it with a memset node first, and the graph idles ~12 us after it
+  // (H200 CUPTI timeline, fp16 batch 1: the 32->64 stem conv). Off: the gap goes, but the plans
+  // without workspace are slower (batch 1 0.7415 vs 0.7388 ms, batch 32 7.35 vs 6.58 ms).
   bool conv_ws0_ = false;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
