@@ -109,7 +109,9 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   // Every op issued as soon as its inputs exist (graph/op_order.h); DETFORGE_CUDA_ASAP=0 keeps
   // the builder's order. Measured (H200 fp16, ab-2026-12-03-pdl-qk-asap): batch 1 0.7388 ->
   // 0.7281 ms (the decoder's value projections leave its critical path), batch 32 unchanged.
-  if (env_int("DETFORGE_CUDA_ASAP", 1, 0, 1)) graph::reorder_ops(g_, graph::asap_order(g_));
+  // Off by default under DETFORGE_CUDA_ROW_MLP=1: a row chain must be consecutive ops, and the
+  // new order splits one of r18vd's 19.
+  if (env_int("DETFORGE_CUDA_ASAP", row_mlp_ ? 0 : 1, 0, 1)) graph::reorder_ops(g_, graph::asap_order(g_));
   slots_.resize(g_.tensors.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].root = static_cast<int>(i);
