@@ -1,0 +1,51 @@
+// The captured r18vd graph replayed many times on one input must give bit-identical outputs:
+// the 4-stream schedule (graph/stream_schedule) orders every pair of ops that touch the same
+// arena bytes, and the kernels it runs have a fixed reduction order. A race (an op reading
+// bytes before their writer finished, or overwriting them before their last reader) shows as a
+// replay that differs. Written after `RowMlpEngine.R18vdFusedEqualsUnfused` failed once in four
+// device runs with DETFORGE_CUDA_PDL=1 (bench/results/h200/ab-2026-12-03-pdl-qk-asap/): run this
+// test with and without that variable to tell a launch race from a numerical tolerance.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_engine.h"
+#include "detforge/types.h"
+#include "gpu_test_util.h"
+#include "io/bundle_graph.h"
+#include "r18_bundle.h"
+
+namespace detforge::test {
+namespace {
+
+TEST(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
+  const std::vector<float> px = random_vec(per * 2, 0, 1, 11);
+  EngineOptions eo;
+  eo.max_batch = 2;
+  eo.precision = "fp16";
+  auto eng = make_cuda_engine(lb.graph, eo);
+  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->graph_captured(2));
+  const auto first = e->run(px.data(), 2);
+  int differing = 0, first_bad = -1;
+  for (int r = 0; r < 40; ++r) {
+    const auto again = e->run(px.data(), 2);
+    bool same = again.size() == first.size();
+    for (size_t o = 0; same && o < first.size(); ++o) same = again[o].data == first[o].data;
+    if (!same) {
+      ++differing;
+      if (first_bad < 0) first_bad = r;
+    }
+  }
+  EXPECT_EQ(differing, 0) << "first differing replay: " << first_bad << " (streams "
+                          << e->graph_streams(2) << ")";
+}
+
+}  // namespace
+}  // namespace detforge::test
