@@ -79,7 +79,10 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   // default: it measured 0.7594 -> 0.7456 ms at batch 1, but with the 4-stream graph the r18vd
   // fused-vs-unfused engine test failed once in four runs (a box off by 0.0105) and passed with
   // PDL off or with one stream: a cross-stream edge captured as programmatic is the suspect.
-  set_pdl_enabled(env_int("DETFORGE_CUDA_PDL", 0, 0, 1) != 0);
+  // 1: every launch of our kernels; 2 (not yet run on a GPU): only ops that wait on no other
+  // stream, so every programmatic edge is a same-stream one.
+  pdl_mode_ = env_int("DETFORGE_CUDA_PDL", 0, 0, 2);
+  set_pdl_enabled(pdl_mode_ != 0);
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
       throw Error("cuda backend: op " + op.name + " (batch_norm) must be folded by fold_batch_norm first");
@@ -360,7 +363,10 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     if (hook) (*hook)(static_cast<int>(i), true);
     before(i + 1);
-    launch_op(i, p, batch, stream_of(i + 1), ws_of(i + 1));
+    {
+      const PdlOff same_stream_only(concurrent && pdl_mode_ == 2 && !sc.waits[i + 1].empty());
+      launch_op(i, p, batch, stream_of(i + 1), ws_of(i + 1));
+    }
     after(i + 1);
     if (hook) (*hook)(static_cast<int>(i), false);
     if (check && first_nonfinite_.empty() && !writes_nothing(i, p)) {
@@ -382,6 +388,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
       DF_CUDA(cudaStreamWaitEvent(stream_, j, 0));
     }
   }
+  const PdlOff after_join(concurrent && pdl_mode_ == 2);  // the conversions wait on every stream
   for (size_t o = 0; o < g_.outputs.size(); ++o) {
     const TensorId t = g_.outputs[o];
     const int64_t n = g_.tensor(t).numel() * batch;

@@ -15,9 +15,20 @@ namespace detforge::cuda {
 using graph::Act;
 
 // pdl.cu: programmatic dependent launch for the kernels below (process-wide; the engine sets it
-// from DETFORGE_CUDA_PDL). Off, every launch is a plain <<<>>> launch.
+// from DETFORGE_CUDA_PDL). Off, every launch is a plain <<<>>> launch. A PdlOff in scope turns it
+// off for the launches of the current thread (the engine's same-stream-only mode).
 bool pdl_enabled();
 void set_pdl_enabled(bool on);
+class PdlOff {
+ public:
+  explicit PdlOff(bool active);
+  ~PdlOff();
+  PdlOff(const PdlOff&) = delete;
+  PdlOff& operator=(const PdlOff&) = delete;
+
+ private:
+  bool active_, prev_;
+};
 
 // elementwise.cu
 // y[i] = act(x[i] + bias[i % C] (+ res[i])), n elements; bias may be null, res may be null.

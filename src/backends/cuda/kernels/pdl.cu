@@ -6,7 +6,17 @@
 namespace detforge::cuda {
 namespace {
 std::atomic<bool> g_pdl{false};  // the engine default (DETFORGE_CUDA_PDL=0)
-}
-bool pdl_enabled() { return g_pdl.load(std::memory_order_relaxed); }
+thread_local bool t_off = false;
+}  // namespace
+
+bool pdl_enabled() { return !t_off && g_pdl.load(std::memory_order_relaxed); }
 void set_pdl_enabled(bool on) { g_pdl.store(on, std::memory_order_relaxed); }
+
+PdlOff::PdlOff(bool active) : active_(active), prev_(t_off) {
+  if (active_) t_off = true;
+}
+PdlOff::~PdlOff() {
+  if (active_) t_off = prev_;
+}
+
 }  // namespace detforge::cuda
