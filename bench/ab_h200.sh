@@ -10,7 +10,8 @@
 # Variables: DETFORGE_CUDA_STREAMS (1..8), DETFORGE_CUDA_CONV_TUNE (plans timed per conv),
 #   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue), DETFORGE_CUDA_ROW_MLP (1 = linear
 #   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_STEM, DETFORGE_CUDA_PDL (0 = plain
-#   launches, 1 = PDL, 2 = PDL on same-stream edges only), DETFORGE_CUDA_ASAP, DETFORGE_CUDA_CONV_WS0, and DETFORGE_SKIP_PASSES (graph passes
+#   launches, 1 = PDL, 2 = PDL on same-stream edges only), DETFORGE_CUDA_ASAP,
+#   DETFORGE_CUDA_CONV_WS0, and DETFORGE_SKIP_PASSES (graph passes
 #   left out when building that variant's bundle).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
