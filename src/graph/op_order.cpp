@@ -44,6 +44,41 @@ std::vector<int> asap_order(const Graph& g) {
   return order;
 }
 
+std::vector<OpBits> data_ancestors(const Graph& g, const std::vector<std::vector<TensorId>>& extra_reads) {
+  const size_t n = g.ops.size(), words = (n + 63) / 64;
+  std::vector<int> producer(g.tensors.size(), -1);
+  for (size_t i = 0; i < n; ++i)
+    for (TensorId t : g.ops[i].outputs) producer[t] = static_cast<int>(i);
+  std::vector<OpBits> anc(n, OpBits(words, 0));
+  for (size_t j = 0; j < n; ++j) {
+    auto add = [&](TensorId t) {
+      if (t == kNoTensor) return;
+      const int p = producer[t];
+      if (p < 0 || static_cast<size_t>(p) >= j) return;  // inputs, constants (ops are topological)
+      for (size_t w = 0; w < words; ++w) anc[j][w] |= anc[p][w];
+      anc[j][p >> 6] |= uint64_t{1} << (p & 63);
+    };
+    for (TensorId t : g.ops[j].inputs) add(t);
+    if (j < extra_reads.size())
+      for (TensorId t : extra_reads[j]) add(t);
+  }
+  return anc;
+}
+
+std::function<bool(size_t, size_t)> dag_share_rule(const std::vector<BufferRequest>& reqs,
+                                                   const std::vector<std::vector<int>>& users,
+                                                   const std::vector<OpBits>& anc) {
+  return [&reqs, &users, &anc](size_t a, size_t b) {
+    const size_t e = reqs[a].last < reqs[b].first ? a : b, l = e == a ? b : a;  // earlier, later
+    if (reqs[e].last >= reqs[l].first) return true;  // lifetimes overlap: never shared anyway
+    const int w = reqs[l].first;
+    if (w < 0 || static_cast<size_t>(w) >= anc.size()) return false;
+    for (int u : users[e])
+      if (u >= 0 && u != w && !has_bit(anc[w], u)) return false;
+    return true;
+  };
+}
+
 void reorder_ops(Graph& g, const std::vector<int>& order) {
   const size_t n = g.ops.size();
   if (order.size() != n) throw Error("reorder_ops: the order has " + std::to_string(order.size()) +

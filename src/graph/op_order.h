@@ -2,9 +2,12 @@
 // issues first, and with it what the CUDA stream schedule can overlap: an op issued late waits
 // for everything before it on its stream even when its inputs were ready long before.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/memory_plan.h"
 
 namespace detforge::graph {
 
@@ -17,5 +20,21 @@ std::vector<int> asap_order(const Graph& g);
 // g.ops permuted by `order` (a permutation of the op indices that keeps the graph topological;
 // throws detforge::Error otherwise).
 void reorder_ops(Graph& g, const std::vector<int>& order);
+
+// Data-dependency ancestors: bit i of result[j] (64 ops per word) is set when an output of op i
+// reaches op j through op inputs, plus `extra_reads[j]` (tensors op j reads beyond its inputs;
+// may be empty).
+using OpBits = std::vector<uint64_t>;
+std::vector<OpBits> data_ancestors(const Graph& g, const std::vector<std::vector<TensorId>>& extra_reads = {});
+inline bool has_bit(const OpBits& b, int i) { return i >= 0 && ((b[i >> 6] >> (i & 63)) & 1u); }
+
+// The may_share rule of plan_memory for DAG-aware reuse: requests a and b (lifetimes disjoint)
+// may share bytes when the later one's writer has every op that touched the earlier one among
+// its data ancestors, so reuse orders nothing the data do not. users[i]: the op indices that
+// touch request i (-1: written before the first op; it precedes every op). The returned rule
+// refers to its arguments: they must outlive it.
+std::function<bool(size_t, size_t)> dag_share_rule(const std::vector<BufferRequest>& reqs,
+                                                   const std::vector<std::vector<int>>& users,
+                                                   const std::vector<OpBits>& anc);
 
 }  // namespace detforge::graph

@@ -4,12 +4,10 @@
 
 #include <map>
 
-#include "families/rt_detr_v2/config.h"
-#include "families/rt_detr_v2/graph_builder.h"
-#include "families/rt_detr_v2/synth.h"
 #include "graph/passes.h"
 #include "graph/row_chains.h"
 #include "test_graph_util.h"
+#include "test_r18vd_graph.h"
 
 namespace detforge::test {
 namespace {
@@ -103,30 +101,8 @@ TEST(RowChains, StopsWhereTheKernelCannotFollow) {
   EXPECT_EQ(cs[0].linears.size(), 3u);
 }
 
-// The r18vd graph as bundles hold it (synthetic zero weights, same names and shapes).
-class ZeroWeights : public rt_detr_v2::WeightSource {
- public:
-  explicit ZeroWeights(const nlohmann::json& cfg) {
-    for (const auto& s : rt_detr_v2::rt_detr_v2_tensor_specs(cfg)) shapes_[s.name] = s.shape;
-  }
-  bool has(const std::string& n) const override { return shapes_.count(n) > 0; }
-  std::vector<int64_t> shape(const std::string& n) const override { return shapes_.at(n); }
-  std::vector<float> read_f32(const std::string& n) const override {
-    int64_t k = 1;
-    for (auto d : shapes_.at(n)) k *= d;
-    return std::vector<float>(k, 1.f);
-  }
-  std::string where() const override { return "zero weights"; }
-
- private:
-  std::map<std::string, std::vector<int64_t>> shapes_;
-};
-
 TEST(RowChains, R18vdHasNineteenChains) {
-  const nlohmann::json cj = rt_detr_v2::synth_config("r18vd", 8);
-  ZeroWeights w(cj);
-  Graph g = rt_detr_v2::build_graph(rt_detr_v2::Config::from_json(cj, "synth"), w, 640, 640);
-  graph::optimize(g);
+  Graph g = r18vd_graph();
   std::map<std::string, int> by;
   for (const auto& c : graph::find_row_chains(g)) {
     const std::string& first = g.ops[c.first_op()].name;

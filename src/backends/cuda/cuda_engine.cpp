@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/image_input.h"
@@ -240,31 +241,24 @@ void CudaEngine::find_stem_op() {
 }
 
 void CudaEngine::plan_memory() {
-  const int n_ops = static_cast<int>(g_.ops.size());
-  std::vector<int> roots;
-  std::vector<graph::BufferRequest> lt;
-  std::vector<int> index(slots_.size(), -1);
-  auto touch = [&](TensorId t, int at, bool write) {
-    const int r = slots_[t].root;
-    if (slots_[r].is_const) return;
-    if (index[r] < 0) {
-      index[r] = static_cast<int>(lt.size());
-      roots.push_back(r);
-      const size_t es = slots_[r].i32 ? 4 : (half_ ? 2 : 4);
-      lt.push_back({static_cast<size_t>(slots_[r].per_image) * max_batch_ * es, at, at});
-    }
-    auto& l = lt[index[r]];
-    if (write) l.first = std::min(l.first, at);
-    l.last = std::max(l.last, at);
-  };
-  touch(g_.inputs[0], -1, true);
-  for (int i = 0; i < n_ops; ++i) {
-    for (auto t : g_.ops[i].inputs) touch(t, i, false);
-    for (auto t : extra_reads_[i]) touch(t, i, false);
-    for (auto t : g_.ops[i].outputs) touch(t, i, true);
+  std::vector<int> root(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) root[i] = slots_[i].root;
+  const auto ar = graph::arena_requests(g_, root, [&](int r) {
+    const size_t es = slots_[r].i32 ? 4 : (half_ ? 2 : 4);
+    return static_cast<size_t>(slots_[r].per_image) * max_batch_ * es;
+  }, extra_reads_);
+  const auto& roots = ar.roots;
+  const auto& lt = ar.reqs;
+  // DETFORGE_CUDA_DAG_REUSE=1 (not yet run on a GPU): a buffer takes freed bytes only when its
+  // writer already depends on every op that touched them. Plain lifetime reuse adds orderings the
+  // data do not need, e.g. the 8400-row encoder bbox head waited for top-k (H200 timeline).
+  std::function<bool(size_t, size_t)> may_share;
+  std::vector<graph::OpBits> anc;
+  if (env_int("DETFORGE_CUDA_DAG_REUSE", 0, 0, 1)) {
+    anc = graph::data_ancestors(g_, extra_reads_);
+    may_share = graph::dag_share_rule(lt, ar.users, anc);
   }
-  for (auto t : g_.outputs) touch(t, n_ops, false);
-  const graph::MemoryPlan plan = graph::plan_memory(lt, kAlign);
+  const graph::MemoryPlan plan = graph::plan_memory(lt, kAlign, may_share);
   arena_bytes_ = plan.total_bytes;
   const auto& off = plan.offsets;
   DF_CUDA(cudaMalloc(&arena_, std::max<size_t>(arena_bytes_, 1)));
