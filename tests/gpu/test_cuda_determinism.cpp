@@ -6,6 +6,8 @@
 // device runs with DETFORGE_CUDA_PDL=1 (bench/results/h200/ab-2026-12-03-pdl-qk-asap/): run this
 // test with and without that variable to tell a launch race from a numerical tolerance.
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,33 @@ TEST(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
   }
   EXPECT_EQ(differing, 0) << "first differing replay: " << first_bad << " (streams "
                           << e->graph_streams(2) << ")";
+}
+
+// DETFORGE_CUDA_MEMSET_KERNELS=1 rewrites cuDNN's memset nodes as kernel nodes after capture
+// (graph_memsets.h): the same bytes are written, so the outputs must not change at all.
+TEST(CudaDeterminism, MemsetNodesAsKernelsGiveTheSameOutputs) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 12);
+  EngineOptions eo;
+  eo.max_batch = 2;
+  eo.precision = "fp16";
+  std::vector<HostTensor> out[2];
+  for (int k = 0; k < 2; ++k) {
+    setenv("DETFORGE_CUDA_MEMSET_KERNELS", k ? "1" : "0", 1);
+    auto eng = make_cuda_engine(lb.graph, eo);
+    unsetenv("DETFORGE_CUDA_MEMSET_KERNELS");
+    auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+    ASSERT_NE(e, nullptr);
+    ASSERT_TRUE(e->graph_captured(2));
+    if (k == 0) EXPECT_EQ(e->graph_memsets_replaced(2), 0);
+    std::printf("memset nodes run as kernels: %d (batch 2)\n", e->graph_memsets_replaced(2));
+    out[k] = e->run(px.data(), 2);
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  for (size_t o = 0; o < out[0].size(); ++o) EXPECT_EQ(out[0][o].data, out[1][o].data) << out[0][o].name;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/graph_memsets.h"
 #include "backends/cuda/image_input.h"
 #include "backends/cuda/kernels/conv_stem.h"
 #include "backends/cuda/kernels/kernels.h"
@@ -74,6 +75,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
+  memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 0, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide. Off by
@@ -393,12 +395,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
   }
 }
 
-void CudaEngine::prepare(int batch) {
-  BatchPlan& p = plan(batch);
-  if (p.exec || !p.capture_error.empty()) return;
-  // One eager pass first: cuDNN/cuBLASLt load their kernels lazily, which capture forbids.
-  forward(p, batch, false);
-  DF_CUDA(cudaStreamSynchronize(stream_));
+cudaGraph_t CudaEngine::capture(BatchPlan& p, int batch) {
   cudaGraph_t graph = nullptr;
   DF_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   try {
@@ -408,6 +405,28 @@ void CudaEngine::prepare(int batch) {
   }
   cudaError_t e = cudaStreamEndCapture(stream_, &graph);
   if (p.capture_error.empty() && e != cudaSuccess) p.capture_error = cudaGetErrorString(e);
+  return graph;
+}
+
+void CudaEngine::prepare(int batch) {
+  BatchPlan& p = plan(batch);
+  if (p.exec || !p.capture_error.empty()) return;
+  // One eager pass first: cuDNN/cuBLASLt load their kernels lazily, which capture forbids.
+  forward(p, batch, false);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  cudaGraph_t graph = capture(p, batch);
+  cudaError_t e = cudaSuccess;
+  // DETFORGE_CUDA_MEMSET_KERNELS=1 (not yet run on a GPU): cuDNN's memset nodes as kernel nodes
+  // (graph_memsets.h). A failed rewrite is dropped: the graph is captured again as it was.
+  if (p.capture_error.empty() && graph && memset_kernels_) {
+    p.memsets_replaced = replace_memset_nodes(graph);
+    if (p.memsets_replaced < 0) {
+      cudaGetLastError();
+      cudaGraphDestroy(graph);
+      graph = capture(p, batch);
+      p.memsets_replaced = 0;
+    }
+  }
   if (p.capture_error.empty()) {
     e = cudaGraphInstantiate(&p.exec, graph, 0);
     if (e != cudaSuccess) p.capture_error = cudaGetErrorString(e);
@@ -525,6 +544,10 @@ std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int
 // --- end GPU preprocessing ---
 
 int CudaEngine::graph_streams(int batch) { return plan(batch).sched.streams; }
+int CudaEngine::graph_memsets_replaced(int batch) {
+  prepare(batch);
+  return plan(batch).memsets_replaced;
+}
 int CudaEngine::graph_waits(int batch) {
   int n = 0;
   for (const auto& w : plan(batch).sched.waits) n += static_cast<int>(w.size());

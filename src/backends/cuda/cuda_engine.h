@@ -79,6 +79,7 @@ class CudaEngine : public Engine {
   // cross-stream waits that takes.
   int graph_streams(int batch);
   int graph_waits(int batch);
+  int graph_memsets_replaced(int batch);  // DETFORGE_CUDA_MEMSET_KERNELS=1: memset nodes run as kernels
   // Per-op profiling: one eager forward (single stream, current inputs) with hook(i, true)
   // before op i's launches and hook(i, false) after; i == -1 is the input conversion.
   void run_eager_hooked(int batch, const std::function<void(int, bool)>& hook);
@@ -97,6 +98,7 @@ class CudaEngine : public Engine {
     std::vector<cudaEvent_t> events;   // per schedule entry that another stream waits for
     cudaGraphExec_t exec = nullptr;
     int nodes = 0;
+    int memsets_replaced = 0;  // DETFORGE_CUDA_MEMSET_KERNELS
     std::string capture_error;
   };
   struct Slot {
@@ -112,6 +114,8 @@ class CudaEngine : public Engine {
   void find_stem_op();
   BatchPlan& plan(int batch);
   // concurrent: ops on the plan's streams (graph capture only); otherwise all on stream_.
+  // Captures one concurrent forward of `batch` (sets p.capture_error on failure).
+  cudaGraph_t capture(BatchPlan& p, int batch);
   void forward(BatchPlan& p, int batch, bool check, bool concurrent = false,
                const std::function<void(int, bool)>* hook = nullptr);
   void schedule(BatchPlan& p, int batch);
@@ -144,6 +148,7 @@ class CudaEngine : public Engine {
   // (H200 CUPTI timeline, fp16 batch 1: the 32->64 stem conv). Off: the gap goes, but the plans
   // without workspace are slower (batch 1 0.7415 vs 0.7388 ms, batch 32 7.35 vs 6.58 ms).
   bool conv_ws0_ = false;
+  bool memset_kernels_ = false;  // DETFORGE_CUDA_MEMSET_KERNELS=1: graph_memsets.h
   int pdl_mode_ = 0;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels, 2 same-stream edges only
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
