@@ -76,6 +76,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 0, 0, 1) != 0;
+  early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 0, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide. Off by
@@ -350,6 +351,17 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
   auto after = [&](size_t e) {
     if (concurrent && sc.record[e]) DF_CUDA(cudaEventRecord(p.events[e], stream_of(e)));
   };
+  // Graph outputs to fp32 (d_out32_). Their arena bytes live to the end of the forward (nothing
+  // reuses them), so a conversion may run any time after the producer.
+  std::vector<char> converted(g_.outputs.size(), 0);
+  auto convert_output = [&](size_t o, cudaStream_t st) {
+    const TensorId t = g_.outputs[o];
+    const int64_t n = g_.tensor(t).numel() * batch;
+    if (slots_[slots_[t].root].i32)
+      i32_to_f32(static_cast<const int32_t*>(ptr(t)), d_out32_[o], n, st);
+    else
+      storage_to_f32(ptr(t), d_out32_[o], n, half_, st);
+  };
   const TensorId in = g_.inputs[0];
   if (hook) (*hook)(-1, true);
   before(0);
@@ -365,6 +377,10 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     }
     after(i + 1);
     if (hook) (*hook)(static_cast<int>(i), false);
+    if (early_outputs_)  // converted on the producer's stream now, not after the join
+      for (size_t o = 0; o < g_.outputs.size(); ++o)
+        for (auto t : g_.ops[i].outputs)
+          if (t == g_.outputs[o] && !converted[o]) convert_output(o, stream_of(i + 1)), converted[o] = 1;
     if (check && first_nonfinite_.empty() && !writes_nothing(i, p)) {
       DF_CUDA(cudaMemsetAsync(d_count_, 0, sizeof(unsigned long long), stream_));
       for (auto t : g_.ops[i].outputs)
@@ -385,14 +401,8 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     }
   }
   const PdlOff after_join(concurrent && pdl_mode_ == 2);  // the conversions wait on every stream
-  for (size_t o = 0; o < g_.outputs.size(); ++o) {
-    const TensorId t = g_.outputs[o];
-    const int64_t n = g_.tensor(t).numel() * batch;
-    if (slots_[slots_[t].root].i32)
-      i32_to_f32(static_cast<const int32_t*>(ptr(t)), d_out32_[o], n, stream_);
-    else
-      storage_to_f32(ptr(t), d_out32_[o], n, half_, stream_);
-  }
+  for (size_t o = 0; o < g_.outputs.size(); ++o)
+    if (!converted[o]) convert_output(o, stream_);
 }
 
 cudaGraph_t CudaEngine::capture(BatchPlan& p, int batch) {

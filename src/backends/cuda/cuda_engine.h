@@ -149,6 +149,10 @@ class CudaEngine : public Engine {
   // without workspace are slower (batch 1 0.7415 vs 0.7388 ms, batch 32 7.35 vs 6.58 ms).
   bool conv_ws0_ = false;
   bool memset_kernels_ = false;  // DETFORGE_CUDA_MEMSET_KERNELS=1: graph_memsets.h
+  // DETFORGE_CUDA_EARLY_OUTPUTS=1 (not yet run on a GPU): each graph output is converted to fp32
+  // on its producer's stream right after it; the three conversions after the join took ~4 us at
+  // the tail of the batch-1 forward (H200 timeline).
+  bool early_outputs_ = false;
   int pdl_mode_ = 0;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels, 2 same-stream edges only
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
