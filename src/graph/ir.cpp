@@ -105,6 +105,22 @@ AttentionColumns attention_columns(const Op& op) {
   return {col("q_col"), col("k_col"), col("v_col")};
 }
 
+std::string attention_columns_error(const Graph& g, const Op& op) {
+  const auto cols = attention_columns(op);
+  const int64_t col[3] = {cols.q, cols.k, cols.v};
+  if (op.inputs.size() != 3 || op.outputs.size() != 1) return "attention needs 3 inputs and 1 output";
+  const auto& out = g.tensor(op.outputs[0]).shape;
+  if (out.size() != 2) return "the output is not [rows, channels]";
+  for (int i = 0; i < 3; ++i) {
+    const auto& s = g.tensor(op.inputs[i]).shape;
+    if (s.size() != 2) return "input " + std::to_string(i) + " is not [rows, channels]";
+    if (col[i] < 0 || col[i] + out[1] > s[1])
+      return "input " + std::to_string(i) + " has " + std::to_string(s[1]) + " columns, the op reads " +
+             std::to_string(out[1]) + " from column " + std::to_string(col[i]);
+  }
+  return "";
+}
+
 void Graph::validate() const {
   std::vector<char> ready(tensors.size(), 0);
   auto check_id = [&](TensorId id, const std::string& where) {

@@ -94,6 +94,10 @@ struct AttentionColumns {
   int64_t q = 0, k = 0, v = 0;
 };
 AttentionColumns attention_columns(const Op& op);
+struct Graph;
+// Why an attention op's column slices do not fit its inputs ("" when they do): every input
+// [rows, W] must hold the output's C channels from its column (both backends check it at load).
+std::string attention_columns_error(const Graph& g, const Op& op);
 
 struct Graph {
   std::vector<Tensor> tensors;

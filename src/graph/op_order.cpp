@@ -4,14 +4,13 @@
 #include <string>
 
 #include "detforge/types.h"
+#include "graph/passes.h"
 
 namespace detforge::graph {
 
 std::vector<int> asap_order(const Graph& g) {
   const int n = static_cast<int>(g.ops.size());
-  std::vector<int> producer(g.tensors.size(), -1);
-  for (int i = 0; i < n; ++i)
-    for (TensorId t : g.ops[i].outputs) producer[t] = i;
+  const std::vector<int> producer = producers(g);
   std::vector<std::vector<int>> users(n);
   std::vector<int> pending(n, 0);
   for (int i = 0; i < n; ++i) {
@@ -46,9 +45,7 @@ std::vector<int> asap_order(const Graph& g) {
 
 std::vector<OpBits> data_ancestors(const Graph& g, const std::vector<std::vector<TensorId>>& extra_reads) {
   const size_t n = g.ops.size(), words = (n + 63) / 64;
-  std::vector<int> producer(g.tensors.size(), -1);
-  for (size_t i = 0; i < n; ++i)
-    for (TensorId t : g.ops[i].outputs) producer[t] = static_cast<int>(i);
+  const std::vector<int> producer = producers(g);
   std::vector<OpBits> anc(n, OpBits(words, 0));
   for (size_t j = 0; j < n; ++j) {
     auto add = [&](TensorId t) {
@@ -74,7 +71,7 @@ std::function<bool(size_t, size_t)> dag_share_rule(const std::vector<BufferReque
     const int w = reqs[l].first;
     if (w < 0 || static_cast<size_t>(w) >= anc.size()) return false;
     for (int u : users[e])
-      if (u >= 0 && u != w && !has_bit(anc[w], u)) return false;
+      if (u >= 0 && !has_bit(anc[w], u)) return false;  // every u <= reqs[e].last < w
     return true;
   };
 }

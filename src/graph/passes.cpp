@@ -276,11 +276,10 @@ int merge_qk_projections(Graph& g) {
     merged.outputs = {qk};
     g.ops[std::min(iq, ik)] = std::move(merged);
     dead[std::max(iq, ik)] = 1;
-    Op& att2 = g.ops[a];  // g.ops did not move: only elements were assigned
-    att2.inputs[0] = qk;
-    att2.inputs[1] = qk;
-    att2.attrs["q_col"] = 0;
-    att2.attrs["k_col"] = Nq;
+    att.inputs[0] = qk;  // g.ops was not resized: only elements were assigned
+    att.inputs[1] = qk;
+    att.attrs["q_col"] = 0;
+    att.attrs["k_col"] = Nq;
     ++n;
   }
   erase_ops(g, dead);

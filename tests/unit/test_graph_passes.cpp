@@ -249,6 +249,18 @@ TEST(GraphPasses, QkProjectionsMergeIntoOneLinearAndComputeTheSame) {
   for (size_t i = 0; i < want[0].data.size(); ++i) EXPECT_NEAR(got[0].data[i], want[0].data[i], 1e-5) << i;
 }
 
+TEST(GraphPasses, AttentionColumnsOutsideTheirInputAreNamed) {
+  Graph g = qk_graph(false);
+  graph::optimize(g);
+  graph::Op& att = g.ops.back();
+  EXPECT_EQ(graph::attention_columns_error(g, att), "");
+  att.attrs["k_col"] = 9;  // 8 channels from column 9 of a 16-column tensor
+  EXPECT_EQ(graph::attention_columns_error(g, att), "input 1 has 16 columns, the op reads 8 from column 9");
+  EXPECT_THROW(make_engine("cpu", g, {}), Error);
+  att.attrs["k_col"] = -1;
+  EXPECT_NE(graph::attention_columns_error(g, att), "");
+}
+
 TEST(GraphPasses, QkProjectionReadElsewhereIsNotMerged) {
   Graph g = qk_graph(true);
   EXPECT_EQ(graph::optimize(g).merged_qk_projections, 0);

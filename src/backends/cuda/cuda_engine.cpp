@@ -94,6 +94,9 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
       if (input_must_be_activation(op.kind, i) && g.tensor(op.inputs[i]).is_const)
         throw Error("cuda backend: op " + op.name + " (" + graph::op_kind_name(op.kind) + ") input " +
                     std::to_string(i) + " is a constant; the CUDA backend needs an activation there");
+    if (op.kind == OpKind::attention)
+      if (const auto why = graph::attention_columns_error(g, op); !why.empty())
+        throw Error("cuda backend: op " + op.name + " (attention): " + why);
     if (op.kind == OpKind::concat)
       for (auto t : op.inputs)
         if (g.tensor(t).is_const) throw Error("cuda backend: concat " + op.name + " of a constant is not supported");
@@ -378,9 +381,12 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     after(i + 1);
     if (hook) (*hook)(static_cast<int>(i), false);
     if (early_outputs_)  // converted on the producer's stream now, not after the join
-      for (size_t o = 0; o < g_.outputs.size(); ++o)
-        for (auto t : g_.ops[i].outputs)
-          if (t == g_.outputs[o] && !converted[o]) convert_output(o, stream_of(i + 1)), converted[o] = 1;
+      for (size_t o = 0; o < g_.outputs.size(); ++o) {
+        const auto& outs = g_.ops[i].outputs;
+        if (converted[o] || std::find(outs.begin(), outs.end(), g_.outputs[o]) == outs.end()) continue;
+        convert_output(o, stream_of(i + 1));
+        converted[o] = 1;
+      }
     if (check && first_nonfinite_.empty() && !writes_nothing(i, p)) {
       DF_CUDA(cudaMemsetAsync(d_count_, 0, sizeof(unsigned long long), stream_));
       for (auto t : g_.ops[i].outputs)

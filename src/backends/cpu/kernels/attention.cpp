@@ -38,15 +38,13 @@ class AttentionStep final : public Step {
     expect_shape(op, out, {L_, C_});
     if (v.shape[0] != S_) op_fail(op, "k has " + std::to_string(S_) + " rows, v " + std::to_string(v.shape[0]));
     // q, k, v may be column slices of wider tensors (graph::merge_qk_projections).
+    if (const auto why = graph::attention_columns_error(cc.g, op); !why.empty()) op_fail(op, why);
     const auto cols = graph::attention_columns(op);
     const int64_t col[3] = {cols.q, cols.k, cols.v};
     const graph::Tensor* t[3] = {&q, &k, &v};
     for (int i = 0; i < 3; ++i) {
       ld_[i] = t[i]->shape[1];
       col_[i] = col[i];
-      if (col[i] < 0 || col[i] + C_ > ld_[i])
-        op_fail(op, "input " + std::to_string(i) + " has " + std::to_string(ld_[i]) + " columns, the op reads " +
-                        std::to_string(C_) + " from column " + std::to_string(col[i]));
     }
     heads_ = op.attr_int("heads");
     if (heads_ < 1 || C_ % heads_ != 0) op_fail(op, "heads " + std::to_string(heads_) + " does not divide width " + std::to_string(C_));
