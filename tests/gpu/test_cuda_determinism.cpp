@@ -6,6 +6,8 @@
 // device runs with DETFORGE_CUDA_PDL=1 (bench/results/h200/ab-2026-12-03-pdl-qk-asap/): run this
 // test with and without that variable to tell a launch race from a numerical tolerance. Below,
 // the scheduling settings that are off by default, each against the default engine.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +23,29 @@
 namespace detforge::test {
 namespace {
 
-TEST(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
+// Describes how two output sets differ: per output, the count of differing values and the
+// largest |difference| (a race shows as large, scattered differences; a reduction whose order
+// varies, as differences of a few ulps).
+std::string describe_difference(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
+  std::string s;
+  for (size_t o = 0; o < a.size() && o < b.size(); ++o) {
+    size_t n = 0;
+    double worst = 0;
+    for (size_t i = 0; i < a[o].data.size() && i < b[o].data.size(); ++i)
+      if (a[o].data[i] != b[o].data[i]) {
+        ++n;
+        worst = std::max(worst, std::fabs(static_cast<double>(a[o].data[i]) - b[o].data[i]));
+      }
+    if (n) s += " " + a[o].name + ": " + std::to_string(n) + " values differ, max |diff| " + std::to_string(worst) + ";";
+  }
+  return s;
+}
+
+// The default engine, and two settings that tell a scheduling race (one stream) from a cuDNN
+// reduction order (convolution plans without workspace: no split-K), each replayed 40 times.
+class CudaDeterminism : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
@@ -31,24 +55,35 @@ TEST(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
   EngineOptions eo;
   eo.max_batch = 2;
   eo.precision = "fp16";
+  const std::string setting = GetParam();
+  const std::string var = setting.substr(0, setting.find('='));
+  if (!var.empty()) setenv(var.c_str(), setting.substr(setting.find('=') + 1).c_str(), 1);
   auto eng = make_cuda_engine(lb.graph, eo);
+  if (!var.empty()) unsetenv(var.c_str());
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(2));
   const auto first = e->run(px.data(), 2);
   int differing = 0, first_bad = -1;
+  std::string how;
   for (int r = 0; r < 40; ++r) {
     const auto again = e->run(px.data(), 2);
     bool same = again.size() == first.size();
     for (size_t o = 0; same && o < first.size(); ++o) same = again[o].data == first[o].data;
     if (!same) {
       ++differing;
-      if (first_bad < 0) first_bad = r;
+      if (first_bad < 0) {
+        first_bad = r;
+        how = describe_difference(first, again);
+      }
     }
   }
-  EXPECT_EQ(differing, 0) << "first differing replay: " << first_bad << " (streams "
-                          << e->graph_streams(2) << ")";
+  EXPECT_EQ(differing, 0) << "first differing replay: " << first_bad << " (streams " << e->graph_streams(2)
+                          << "):" << how;
 }
+
+INSTANTIATE_TEST_SUITE_P(R18vd, CudaDeterminism,
+                         ::testing::Values("", "DETFORGE_CUDA_STREAMS=1", "DETFORGE_CUDA_CONV_WS0=1"));
 
 // Engine settings that change how the forward is scheduled, not what it computes: the outputs
 // must be bit-identical to the default engine's. MEMSET_KERNELS rewrites cuDNN's memset nodes as

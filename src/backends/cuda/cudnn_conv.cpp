@@ -1,5 +1,7 @@
 #include "backends/cuda/cudnn_conv.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -13,6 +15,11 @@ void throw_cudnn(cudnnStatus_t st, const char* call, const std::string& what) {
 namespace {
 const char* kAlgoNames[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
                             "winograd", "winograd_nonfused"};
+}
+
+bool conv_plans_deterministic() {
+  const char* v = std::getenv("DETFORGE_CUDA_CONV_DETERMINISTIC");
+  return !(v && std::strcmp(v, "0") == 0);
 }
 
 CudnnConv::CudnnConv(cudnnHandle_t h, const ConvShape& s, bool half, size_t ws_limit, const std::string& what)
@@ -51,9 +58,11 @@ CudnnConv::CudnnConv(cudnnHandle_t h, const ConvShape& s, bool half, size_t ws_l
                                                   perf.data()),
              w);
   }
+  const bool deterministic = conv_plans_deterministic();
   for (int i = 0; i < count; ++i) {
     const auto& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
     // fp32 must never take a tensor-op (TF32) kernel; heuristics may propose one under a
     // different math type, so re-pin FMA and ask cuDNN whether the algorithm still applies.
     if (!half && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
@@ -66,8 +75,8 @@ CudnnConv::CudnnConv(cudnnHandle_t h, const ConvShape& s, bool half, size_t ws_l
     ws_ = ws;
     return;
   }
-  throw Error("conv " + what_ + ": cuDNN offers no " + (half ? "fp16" : "fp32 (FMA, no TF32)") +
-              " NHWC algorithm within " + std::to_string(ws_limit >> 20) + " MiB of workspace");
+  throw Error("conv " + what_ + ": cuDNN offers no " + (deterministic ? "deterministic " : "") +
+              (half ? "fp16" : "fp32 (FMA, no TF32)") + " NHWC algorithm within " + std::to_string(ws_limit >> 20) + " MiB of workspace");
 }
 
 CudnnConv::~CudnnConv() {

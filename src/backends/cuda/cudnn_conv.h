@@ -18,6 +18,11 @@ struct ConvShape {
   int B = 1, H = 0, W = 0, Ci = 0, Co = 0, kh = 1, kw = 1, stride = 1, pad = 0, Ho = 0, Wo = 0;
 };
 
+// Whether convolution plans must be deterministic (DETFORGE_CUDA_CONV_DETERMINISTIC, default 1):
+// plans that cuDNN marks non-deterministic (a split reduction through atomics) are skipped, so a
+// replayed graph gives the same bits every time. Read at each plan choice (engine load).
+bool conv_plans_deterministic();
+
 class CudnnConv {
  public:
   // Throws detforge::Error naming `what` when no algorithm fits in ws_limit bytes.
