@@ -1,5 +1,7 @@
 #include "graph/passes.h"
 
+#include "graph/pass_util.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -24,36 +26,6 @@ std::vector<int> producers(const Graph& g) {
     for (TensorId t : g.ops[i].outputs) p[t] = static_cast<int>(i);
   return p;
 }
-
-namespace {
-
-bool is_sole_consumer(const std::vector<std::vector<int>>& c, TensorId t, int op) {
-  return c[t].size() == 1 && c[t][0] == op;
-}
-
-// Removes ops marked dead (keeps order), leaves tensors for eliminate_dead_code to compact.
-void erase_ops(Graph& g, const std::vector<char>& dead) {
-  std::vector<Op> kept;
-  kept.reserve(g.ops.size());
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    if (!dead[i]) kept.push_back(std::move(g.ops[i]));
-  g.ops = std::move(kept);
-}
-
-// Rewrites every use of tensor `from` as `to` (inputs and graph outputs).
-void replace_uses(Graph& g, TensorId from, TensorId to) {
-  for (Op& op : g.ops)
-    for (TensorId& t : op.inputs)
-      if (t == from) t = to;
-  for (TensorId& t : g.outputs)
-    if (t == from) t = to;
-}
-
-bool has_no_epilogue(const Op& op) {
-  return op.act() == Act::none && (op.kind == OpKind::conv2d || op.kind == OpKind::linear) && op.inputs.size() == 3;
-}
-
-}  // namespace
 
 int fold_batch_norm(Graph& g) {
   auto cons = consumers(g);
@@ -94,37 +66,43 @@ int fold_batch_norm(Graph& g) {
   return n;
 }
 
-int fuse_residual_adds(Graph& g) {
+int fuse_residual_adds(Graph& g, bool long_branch) {
   int n = 0;
   for (bool changed = true; changed;) {
     changed = false;
     auto cons = consumers(g);
     auto prod = producers(g);
+    const std::vector<double> cost = long_branch ? path_costs(g) : std::vector<double>();
     for (size_t i = 0; i < g.ops.size() && !changed; ++i) {
       Op& add = g.ops[i];
       if (add.kind != OpKind::add) continue;
-      // Fuse into the later-produced operand, so that the other one is ready when it runs.
-      int pa = prod[add.inputs[0]], pb = prod[add.inputs[1]];
+      // Fuse into the operand on the longer path (the other branch then runs beside it and is
+      // ready when the fused op starts); without costs, or on a tie, into the later-produced one.
+      int first = prod[add.inputs[0]] > prod[add.inputs[1]] ? 0 : 1;
+      if (long_branch && prod[add.inputs[0]] >= 0 && prod[add.inputs[1]] >= 0 &&
+          cost[prod[add.inputs[0]]] != cost[prod[add.inputs[1]]])
+        first = cost[prod[add.inputs[0]]] > cost[prod[add.inputs[1]]] ? 0 : 1;
       int target = -1, other = -1;
-      for (auto [p, o] : {std::pair{std::max(pa, pb), pa > pb ? 1 : 0}, std::pair{std::min(pa, pb), pa > pb ? 0 : 1}}) {
+      for (int o : {first, 1 - first}) {
+        const int p = prod[add.inputs[o]];
         if (p < 0) continue;
         TensorId t = g.ops[p].outputs[0];
         if (has_no_epilogue(g.ops[p]) && is_sole_consumer(cons, t, static_cast<int>(i)) &&
-            g.tensor(add.inputs[o]).shape == g.tensor(t).shape && !g.tensor(add.inputs[o]).is_const) {
+            g.tensor(add.inputs[1 - o]).shape == g.tensor(t).shape && !g.tensor(add.inputs[1 - o]).is_const) {
           target = p;
-          other = o;
+          other = 1 - o;
           break;
         }
       }
       if (target < 0) continue;
-      Op& f = g.ops[target];
-      // The residual must be ready before the fused op runs: it is produced earlier.
-      if (prod[add.inputs[other]] > target) continue;
+      Op f = std::move(g.ops[target]);
       f.inputs.push_back(add.inputs[other]);
       f.attrs["act"] = add.attrs.value("act", std::string("none"));
       f.outputs[0] = add.outputs[0];  // its old output is now unused; DCE drops it
+      // The fused op takes the add's place: after both operands' producers, before every reader.
+      g.ops[i] = std::move(f);
       std::vector<char> dead(g.ops.size(), 0);
-      dead[i] = 1;
+      dead[target] = 1;
       erase_ops(g, dead);
       ++n;
       changed = true;
@@ -337,7 +315,8 @@ bool skipped(const char* pass) {
 PassStats optimize(Graph& g) {
   PassStats s;
   s.folded_batch_norms = fold_batch_norm(g);  // required: no backend runs batch_norm
-  s.fused_residuals = fuse_residual_adds(g);
+  if (!skipped("fold_avg_pool_into_conv")) s.folded_avg_pools = fold_avg_pool_into_conv(g);
+  s.fused_residuals = fuse_residual_adds(g, !skipped("residual_on_long_branch"));
   s.fused_activations = fuse_activations(g);
   s.fused_layer_norm_adds = fuse_layer_norm_adds(g);
   if (!skipped("fold_parallel_convs")) s.folded_parallel_convs = fold_parallel_convs(g);

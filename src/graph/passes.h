@@ -17,6 +17,7 @@ std::vector<int> producers(const Graph& g);
 
 struct PassStats {
   int folded_batch_norms = 0;
+  int folded_avg_pools = 0;
   int fused_residuals = 0;
   int fused_activations = 0;
   int fused_layer_norm_adds = 0;
@@ -28,10 +29,20 @@ struct PassStats {
 // conv2d → batch_norm (the conv's only consumer): w' = w*s, b' = (b - mean)*s + beta,
 // s = gamma / sqrt(var + eps), computed in double and rounded once to fp32.
 int fold_batch_norm(Graph& g);
+// avg_pool2d (kernel k = stride, no padding, input sides divisible by k) read only by a 1x1
+// conv2d (stride 1, no padding): that conv becomes k x k with stride k and every tap holding
+// the 1x1 weight / k^2, reading the pool's input. The ResNet-vd shortcuts of r18vd (3).
+int fold_avg_pool_into_conv(Graph& g);
+// Per op, the cost of the longest path that ends with it: one unit per op plus its GFLOP per
+// image (conv2d, linear). A rough critical-path estimate for choosing between branches.
+std::vector<double> path_costs(const Graph& g);
 // conv2d/linear without activation or residual, consumed only by add(act): becomes
-// conv2d/linear(residual = the other operand, act). Then a lone activation after a conv2d,
-// linear or add without activation is folded into it.
-int fuse_residual_adds(Graph& g);
+// conv2d/linear(residual = the other operand, act), in the add's place in op order. With
+// `long_branch`, when both operands qualify, the one with the larger path cost carries the add,
+// so the cheaper branch runs beside it (ResNet-vd: the two 3x3 convs carry the add of the
+// shortcut conv instead of waiting for it); otherwise the later-produced one. Then a lone
+// activation after a conv2d, linear or add without activation is folded into it.
+int fuse_residual_adds(Graph& g, bool long_branch = true);
 int fuse_activations(Graph& g);
 // add (no activation) consumed only by layer_norm: layer_norm(x = a, residual = b).
 int fuse_layer_norm_adds(Graph& g);
@@ -50,7 +61,8 @@ int merge_qk_projections(Graph& g);
 int eliminate_dead_code(Graph& g);
 
 // Runs the passes above. DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections leaves
-// those optional passes out (A/B runs).
+// those optional passes out (A/B runs); also fold_avg_pool_into_conv, and
+// residual_on_long_branch (fuse_residual_adds without costs).
 PassStats optimize(Graph& g);
 
 }  // namespace detforge::graph

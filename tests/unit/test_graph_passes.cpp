@@ -18,14 +18,6 @@ using graph::Op;
 using graph::OpKind;
 using graph::TensorId;
 
-std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
 // x[2,2,3] -> conv1x1(3->4) -> BN -> add(shortcut conv1x1 + BN) -> relu; plus a dead conv.
 struct ResidualNet {
   Graph g;

@@ -2,6 +2,8 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +24,15 @@ inline graph::TensorId add_op(graph::Graph& g, graph::OpKind k, const std::strin
   op.attrs = std::move(attrs);
   g.add_op(std::move(op));
   return out;
+}
+
+// n values uniform in [lo, hi) from a fixed seed.
+inline std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
 }
 
 }  // namespace detforge::test

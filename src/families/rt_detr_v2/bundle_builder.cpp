@@ -75,6 +75,7 @@ BuildReport build_bundle(const BuildOptions& opt, const std::function<void(const
       {"producer", std::string("detforge ") + DETFORGE_VERSION},
       {"graph", {{"ops", rep.ops_after}, {"tensors", g.tensors.size()},
                  {"passes", {{"folded_batch_norms", rep.passes.folded_batch_norms},
+                             {"folded_avg_pools", rep.passes.folded_avg_pools},
                              {"fused_residuals", rep.passes.fused_residuals},
                              {"fused_activations", rep.passes.fused_activations},
                              {"fused_layer_norm_adds", rep.passes.fused_layer_norm_adds},

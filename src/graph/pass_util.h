@@ -1,0 +1,35 @@
+// Helpers shared by the graph passes (passes.cpp, branch_passes.cpp).
+#pragma once
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace detforge::graph {
+
+inline bool is_sole_consumer(const std::vector<std::vector<int>>& c, TensorId t, int op) {
+  return c[t].size() == 1 && c[t][0] == op;
+}
+
+// Removes ops marked dead (keeps order), leaves tensors for eliminate_dead_code to compact.
+inline void erase_ops(Graph& g, const std::vector<char>& dead) {
+  std::vector<Op> kept;
+  kept.reserve(g.ops.size());
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (!dead[i]) kept.push_back(std::move(g.ops[i]));
+  g.ops = std::move(kept);
+}
+
+// Rewrites every use of tensor `from` as `to` (inputs and graph outputs).
+inline void replace_uses(Graph& g, TensorId from, TensorId to) {
+  for (Op& op : g.ops)
+    for (TensorId& t : op.inputs)
+      if (t == from) t = to;
+  for (TensorId& t : g.outputs)
+    if (t == from) t = to;
+}
+
+inline bool has_no_epilogue(const Op& op) {
+  return op.act() == Act::none && (op.kind == OpKind::conv2d || op.kind == OpKind::linear) && op.inputs.size() == 3;
+}
+
+}  // namespace detforge::graph
