@@ -75,17 +75,20 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
-  memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 0, 0, 1) != 0;
-  early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 0, 0, 1) != 0;
+  // Measured on the H200 (bench/results/h200/ab-2026-12-03b-sched, fp16 engine p50): memset nodes
+  // as kernels 0.7280 -> 0.7255 ms at batch 1, 6.378 -> 6.317 ms at batch 32; early outputs alone
+  // within noise; both on by default (=0 turns each off).
+  memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 1, 0, 1) != 0;
+  early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 1, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
-  // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide. Off by
-  // default: it measured 0.7594 -> 0.7456 ms at batch 1, but with the 4-stream graph the r18vd
-  // fused-vs-unfused engine test failed once in four runs (a box off by 0.0105) and passed with
-  // PDL off or with one stream: a cross-stream edge captured as programmatic is the suspect.
-  // 1: every launch of our kernels; 2 (not yet run on a GPU): only ops that wait on no other
-  // stream, so every programmatic edge is a same-stream one.
-  pdl_mode_ = env_int("DETFORGE_CUDA_PDL", 0, 0, 2);
+  // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
+  // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
+  // Measured (ab-2026-12-03b-sched): 0.7280 -> 0.7210 ms at batch 1 (PDL=2: 0.7188), batch 32
+  // unchanged. It was off for a while after a fused-vs-unfused engine test failed with it; the
+  // same run showed the default engine itself giving differing replays without PDL
+  // (CudaDeterminism), so PDL was not the cause.
+  pdl_mode_ = env_int("DETFORGE_CUDA_PDL", 1, 0, 2);
   set_pdl_enabled(pdl_mode_ != 0);
   for (const auto& op : g.ops) {
     if (op.kind == OpKind::batch_norm)
@@ -255,12 +258,13 @@ void CudaEngine::plan_memory() {
   }, extra_reads_);
   const auto& roots = ar.roots;
   const auto& lt = ar.reqs;
-  // DETFORGE_CUDA_DAG_REUSE=1 (not yet run on a GPU): a buffer takes freed bytes only when its
-  // writer already depends on every op that touched them. Plain lifetime reuse adds orderings the
-  // data do not need, e.g. the 8400-row encoder bbox head waited for top-k (H200 timeline).
+  // DAG-aware reuse (default; DETFORGE_CUDA_DAG_REUSE=0 turns it off): a buffer takes freed bytes
+  // only when its writer already depends on every op that touched them. Plain lifetime reuse adds
+  // orderings the data do not need, e.g. the 8400-row encoder bbox head waited for top-k (H200
+  // timeline). Measured (ab-2026-12-03b-sched): 0.7280 -> 0.7096 ms at batch 1, batch 32 equal.
   std::function<bool(size_t, size_t)> may_share;
   std::vector<graph::OpBits> anc;
-  if (env_int("DETFORGE_CUDA_DAG_REUSE", 0, 0, 1)) {
+  if (env_int("DETFORGE_CUDA_DAG_REUSE", 1, 0, 1)) {
     anc = graph::data_ancestors(g_, extra_reads_);
     may_share = graph::dag_share_rule(lt, ar.users, anc);
   }
@@ -432,8 +436,8 @@ void CudaEngine::prepare(int batch) {
   DF_CUDA(cudaStreamSynchronize(stream_));
   cudaGraph_t graph = capture(p, batch);
   cudaError_t e = cudaSuccess;
-  // DETFORGE_CUDA_MEMSET_KERNELS=1 (not yet run on a GPU): cuDNN's memset nodes as kernel nodes
-  // (graph_memsets.h). A failed rewrite is dropped: the graph is captured again as it was.
+  // cuDNN's memset nodes as kernel nodes (graph_memsets.h; default, DETFORGE_CUDA_MEMSET_KERNELS=0
+  // keeps them). A failed rewrite is dropped: the graph is captured again as it was.
   if (p.capture_error.empty() && graph && memset_kernels_) {
     p.memsets_replaced = replace_memset_nodes(graph);
     if (p.memsets_replaced < 0) {

@@ -148,12 +148,12 @@ class CudaEngine : public Engine {
   // (H200 CUPTI timeline, fp16 batch 1: the 32->64 stem conv). Off: the gap goes, but the plans
   // without workspace are slower (batch 1 0.7415 vs 0.7388 ms, batch 32 7.35 vs 6.58 ms).
   bool conv_ws0_ = false;
-  bool memset_kernels_ = false;  // DETFORGE_CUDA_MEMSET_KERNELS=1: graph_memsets.h
-  // DETFORGE_CUDA_EARLY_OUTPUTS=1 (not yet run on a GPU): each graph output is converted to fp32
-  // on its producer's stream right after it; the three conversions after the join took ~4 us at
-  // the tail of the batch-1 forward (H200 timeline).
-  bool early_outputs_ = false;
-  int pdl_mode_ = 0;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels, 2 same-stream edges only
+  bool memset_kernels_ = true;  // DETFORGE_CUDA_MEMSET_KERNELS (default 1): graph_memsets.h
+  // DETFORGE_CUDA_EARLY_OUTPUTS (default 1): each graph output is converted to fp32 on its
+  // producer's stream right after it; the three conversions after the join took ~4 us at the
+  // tail of the batch-1 forward (H200 timeline).
+  bool early_outputs_ = true;
+  int pdl_mode_ = 1;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels (default), 2 same-stream edges only
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
   std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1

@@ -5,7 +5,7 @@
 
 namespace detforge::cuda {
 namespace {
-std::atomic<bool> g_pdl{false};  // the engine default (DETFORGE_CUDA_PDL=0)
+std::atomic<bool> g_pdl{false};  // off until an engine sets it from DETFORGE_CUDA_PDL
 thread_local bool t_off = false;
 }  // namespace
 
