@@ -396,7 +396,7 @@ std::vector<float> pool_ref(const std::vector<float>& x, int B, int H, int W, in
 
 TEST_P(CudaKernel, PoolingMatchesHostLoopOnVectorAndScalarPaths) {
   // C = 24 takes the 16-byte kernels (v4) in fp32 and fp16, C = 6 the scalar ones. Max: 3x3/2
-  // pad 1 (the stem's); avg: 2x2/2 over odd sizes with partial last windows (ceil mode).
+  // pad 1 (the stem's) and 2x2/2; avg: 2x2/2 over odd sizes with partial last windows (ceil mode).
   for (int C : {24, 6}) {
     SCOPED_TRACE("C " + std::to_string(C));
     const int B = 3, H = 9, W = 7;
@@ -406,6 +406,11 @@ TEST_P(CudaKernel, PoolingMatchesHostLoopOnVectorAndScalarPaths) {
     EXPECT_TRUE(close(dmax.download(), pool_ref(x, B, H, W, C, 5, 4, 3, 2, 1, true), 0, 0)) << "max";
     cuda::avg_pool2d(dx.get(), davg.get(), B, H, W, C, 5, 4, 2, 2, 0, half(), nullptr);
     EXPECT_TRUE(close(davg.download(), pool_ref(x, B, H, W, C, 5, 4, 2, 2, 0, false), atol(), rtol())) << "avg";
+    // 3x3/2/1 has its own fixed-window kernel; 2x2/2 keeps the general one on the max path.
+    cuda::max_pool2d(dx.get(), dmax.get(), B, H, W, C, 4, 3, 2, 2, 0, half(), nullptr);
+    auto got = dmax.download();
+    got.resize((size_t)B * 4 * 3 * C);
+    EXPECT_TRUE(close(got, pool_ref(x, B, H, W, C, 4, 3, 2, 2, 0, true), 0, 0)) << "max 2x2";
   }
 }
 

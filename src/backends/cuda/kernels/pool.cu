@@ -69,6 +69,50 @@ __global__ void pool_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, int W, in
   }
 }
 
+// The stem's 3x3 / stride 2 / pad 1 max-pool (the only max-pool of r18vd) with its window fixed:
+// the nine 16-byte loads are issued before the first max, from addresses clamped into the image
+// (an out-of-bounds tap is loaded from an in-bounds pixel and then masked out), so the same
+// fmaxf sequence as pool_vec_k runs on the same values. pool_vec_k's bounds-checked loop took
+// 12 us at batch 1 (320x320x64 -> 160x160x64 fp16, H200 timeline), ~3x its L2 traffic time.
+template <class T, class I>
+__global__ void max_pool3s2_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, int W, int Cp, int Ho, int Wo) {
+  pdl_wait_and_release();
+  constexpr int N = Pack<T>::N;
+  const I n = (I)B * Ho * Wo * Cp;
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    const NhwcCoord<I> o = nhwc_coord(i, Ho, Wo, Cp);
+    int ys[3], xs[3];
+    bool oky[3], okx[3];
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+      const int iy = o.y * 2 - 1 + d, ix = o.x * 2 - 1 + d;
+      oky[d] = iy >= 0 && iy < H;
+      okx[d] = ix >= 0 && ix < W;
+      ys[d] = min(max(iy, 0), H - 1);
+      xs[d] = min(max(ix, 0), W - 1);
+    }
+    const Pack<T>* img = x + (int64_t)o.b * H * W * Cp + o.c;
+    Pack<T> v[9];
+#pragma unroll
+    for (int dy = 0; dy < 3; ++dy)
+#pragma unroll
+      for (int dx = 0; dx < 3; ++dx) v[dy * 3 + dx] = img[((int64_t)ys[dy] * W + xs[dx]) * Cp];
+    float acc[N];
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < 9; ++t) {
+      if (!oky[t / 3] || !okx[t % 3]) continue;
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] = fmaxf(acc[e], ld(v[t].v, e));
+    }
+    Pack<T> out;
+#pragma unroll
+    for (int e = 0; e < N; ++e) st(out.v, e, acc[e]);
+    y[i] = out;
+  }
+}
+
 template <bool kMax>
 void pool(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad, bool half,
           cudaStream_t s) {
@@ -79,7 +123,11 @@ void pool(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, in
     // 2^28: the most threads blocks_for launches (the grid-stride overshoot). Input offsets
     // are computed in int64 either way (multiplies only).
     const bool small = n + (int64_t{1} << 28) < INT32_MAX;
-    if (small) {
+    if (kMax && k == 3 && stride == 2 && pad == 1 && small) {
+      DF_DISPATCH(half, T,
+                  launch(max_pool3s2_vec_k<T, int>, blocks_for(n, 256), 256, 0, s, (const Pack<T>*)x, (Pack<T>*)y, B, H,
+                         W, Cp, Ho, Wo));
+    } else if (small) {
       DF_DISPATCH(half, T,
                   launch(pool_vec_k<T, kMax, int>, blocks_for(n, 256), 256, 0, s, (const Pack<T>*)x, (Pack<T>*)y, B, H,
                          W, Cp, Ho, Wo, k, stride, pad));
