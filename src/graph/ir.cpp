@@ -121,6 +121,35 @@ std::string attention_columns_error(const Graph& g, const Op& op) {
   return "";
 }
 
+DeformColumns deform_columns(const Graph& g, const Op& op) {
+  auto col = [&](const char* key) -> int64_t { return op.attrs.contains(key) ? op.attr_int(key) : 0; };
+  auto width = [&](size_t i) -> int64_t {
+    if (op.inputs.size() <= i) return 0;
+    const auto& s = g.tensor(op.inputs[i]).shape;
+    return s.size() == 2 ? s[1] : 0;
+  };
+  const int64_t hlp = int64_t{op.attr_int("heads")} * op.attr_int("levels") * op.attr_int("points");
+  return {col("off_col"), col("aw_col"), width(1), width(2), hlp * 2, hlp};
+}
+
+std::string deform_columns_error(const Graph& g, const Op& op) {
+  if (op.inputs.size() != 5 || op.outputs.size() != 1) return "ms_deform_attn needs 5 inputs and 1 output";
+  const auto& off = g.tensor(op.inputs[1]).shape;
+  const auto& aw = g.tensor(op.inputs[2]).shape;
+  if (off.size() != 2) return "input 1 (offsets) is not [queries, columns]";
+  if (aw.size() != 2) return "input 2 (logits) is not [queries, columns]";
+  if (off[0] != aw[0])
+    return "offsets have " + std::to_string(off[0]) + " rows, logits " + std::to_string(aw[0]);
+  const auto c = deform_columns(g, op);
+  auto outside = [](const char* what, int64_t ld, int64_t width, int64_t col) -> std::string {
+    if (col >= 0 && col + width <= ld) return "";
+    return std::string(what) + " has " + std::to_string(ld) + " columns, the op reads " + std::to_string(width) +
+           " from column " + std::to_string(col);
+  };
+  if (auto why = outside("input 1 (offsets)", c.off_ld, c.off_width, c.off_col); !why.empty()) return why;
+  return outside("input 2 (logits)", c.aw_ld, c.aw_width, c.aw_col);
+}
+
 void Graph::validate() const {
   std::vector<char> ready(tensors.size(), 0);
   auto check_id = [&](TensorId id, const std::string& where) {

@@ -53,11 +53,16 @@ struct Tensor {
 //                  q_col, k_col, v_col (default 0): the C channels used start at that column of
 //                  each input (q and k of one merged projection are slices of one tensor).
 //                  per head h (channels h*d..h*d+d-1): softmax(scale * q_h k_h^T) v_h
-//  ms_deform_attn  in: value[Lv,C], offsets[Q,heads*levels*points*2], logits[Q,heads*levels*points],
-//                  ref[Q,4] (cx,cy,w,h in [0,1]), points_scale[levels*points] constant.
+//  ms_deform_attn  in: value[Lv,C], offsets[Q,Wo], logits[Q,Wa], ref[Q,4] (cx,cy,w,h in [0,1]),
+//                  points_scale[levels*points] constant.
 //                  attrs: heads, levels, points, offset_scale, spatial_shapes [[H,W],...],
-//                  level_start [..]. Softmax over levels*points per head, bilinear sampling with
-//                  zero padding and align_corners=False (see the family spec, section 3.8).
+//                  level_start [..], and optional off_col, aw_col (default 0): the
+//                  heads*levels*points*2 offsets start at column off_col of input 1, the
+//                  heads*levels*points logits at column aw_col of input 2, each row read with
+//                  its input's width as stride (unmerged: two packed tensors, Wo and Wa are
+//                  exactly those widths; merge_deform_projections: both inputs name one tensor).
+//                  Softmax over levels*points per head, bilinear sampling with zero padding and
+//                  align_corners=False (see the family spec, section 3.8).
 //  topk_rows       in: scores[L,Ncls]; attrs: k. out: int32 [k] = indices of the k largest
 //                  per-row maxima, sorted by value descending, ties by lower index.
 //  gather_rows     in: x[L,C], idx[K] (int32) -> [K,C]
@@ -98,6 +103,19 @@ struct Graph;
 // Why an attention op's column slices do not fit its inputs ("" when they do): every input
 // [rows, W] must hold the output's C channels from its column (both backends check it at load).
 std::string attention_columns_error(const Graph& g, const Op& op);
+
+// A ms_deform_attn op's offsets and logits as column slices (attrs off_col, aw_col; 0 when
+// absent) of rows `off_ld` and `aw_ld` elements wide (the widths of inputs 1 and 2), and the
+// widths it reads there: heads*levels*points*2 and heads*levels*points.
+struct DeformColumns {
+  int64_t off_col = 0, aw_col = 0;
+  int64_t off_ld = 0, aw_ld = 0;
+  int64_t off_width = 0, aw_width = 0;
+};
+DeformColumns deform_columns(const Graph& g, const Op& op);
+// Why a ms_deform_attn op's offsets or logits slice does not fit its input ("" when both do):
+// inputs [Q, W] of equal rows, each slice inside its row (both backends check it at load).
+std::string deform_columns_error(const Graph& g, const Op& op);
 
 struct Graph {
   std::vector<Tensor> tensors;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -214,6 +215,66 @@ int fold_parallel_convs(Graph& g) {
   return n;
 }
 
+namespace {
+
+// A linear without residual or activation whose weight [N, K] and bias [N] are constants with
+// data, and whose output only op `reader` reads: it may become part of a stacked linear.
+bool stackable_linear(const Graph& g, const std::vector<std::vector<int>>& cons, const Op& l, int reader) {
+  if (l.kind != OpKind::linear || !has_no_epilogue(l)) return false;
+  const Tensor &w = g.tensor(l.inputs[1]), &b = g.tensor(l.inputs[2]);
+  return w.is_const && b.is_const && w.shape.size() == 2 && !w.data.empty() && b.numel() == w.shape[0] &&
+         g.tensor(l.outputs[0]).shape.size() == 2 && g.tensor(l.outputs[0]).shape[1] == w.shape[0] &&
+         is_sole_consumer(cons, l.outputs[0], reader);
+}
+
+// Two stackable linears of one input as one: weights [Wa; Wb], biases [ba; bb], output
+// [rows, Na + Nb] named "<a.name>+<last name part of b>" (column Na starts b's output). Returns
+// the merged op (its tensors are added to g), or nothing when a and b do not stack.
+std::optional<Op> stack_linears(Graph& g, const Op& a, const Op& b) {
+  if (a.inputs[0] != b.inputs[0]) return std::nullopt;
+  const Tensor &ya = g.tensor(a.outputs[0]), &yb = g.tensor(b.outputs[0]);
+  if (ya.dtype != yb.dtype || ya.shape[0] != yb.shape[0]) return std::nullopt;
+  const Tensor &wa = g.tensor(a.inputs[1]), &wb = g.tensor(b.inputs[1]);
+  if (wa.shape[1] != wb.shape[1]) return std::nullopt;
+  const int64_t Na = wa.shape[0], Nb = wb.shape[0], K = wa.shape[1], rows = ya.shape[0];
+  const DType dt = ya.dtype;
+  std::vector<float> w(wa.data), bias(g.tensor(a.inputs[2]).data);
+  w.insert(w.end(), wb.data.begin(), wb.data.end());
+  const auto& bb = g.tensor(b.inputs[2]).data;
+  bias.insert(bias.end(), bb.begin(), bb.end());
+  // add_const may move g.tensors: no Tensor reference is used past this point.
+  const std::string name = a.name + "+" + b.name.substr(b.name.rfind('.') + 1);
+  const TensorId tw = g.add_const(name + ".weight", {Na + Nb, K}, std::move(w));
+  const TensorId tb = g.add_const(name + ".bias", {Na + Nb}, std::move(bias));
+  Op merged = a;
+  merged.name = name;
+  merged.inputs = {a.inputs[0], tw, tb};
+  merged.outputs = {g.add_activation(name + ":out", {rows, Na + Nb}, dt)};
+  return merged;
+}
+
+struct MergedPair {
+  TensorId out;    // the stacked linear's output
+  int64_t b_col;   // the column where the second linear's outputs start (Na)
+};
+
+// Ops ia and ib (both read by `reader`) become the stacked linear: it takes the earlier of the
+// two places (both read only its input), the later one is marked dead.
+std::optional<MergedPair> merge_pair(Graph& g, const std::vector<std::vector<int>>& cons, std::vector<char>& dead,
+                                     int ia, int ib, int reader) {
+  if (ia < 0 || ib < 0 || ia == ib || dead[ia] || dead[ib]) return std::nullopt;
+  if (!stackable_linear(g, cons, g.ops[ia], reader) || !stackable_linear(g, cons, g.ops[ib], reader))
+    return std::nullopt;
+  auto merged = stack_linears(g, g.ops[ia], g.ops[ib]);
+  if (!merged) return std::nullopt;
+  const MergedPair r{merged->outputs[0], g.tensor(g.ops[ia].inputs[1]).shape[0]};
+  g.ops[std::min(ia, ib)] = std::move(*merged);  // g.ops is not resized: references to ops stay valid
+  dead[std::max(ia, ib)] = 1;
+  return r;
+}
+
+}  // namespace
+
 int merge_qk_projections(Graph& g) {
   auto cons = consumers(g);
   auto prod = producers(g);
@@ -225,39 +286,35 @@ int merge_qk_projections(Graph& g) {
         att.attrs.contains("k_col") || att.inputs[0] == att.inputs[1])
       continue;
     const int iq = prod[att.inputs[0]], ik = prod[att.inputs[1]];
-    if (iq < 0 || ik < 0 || iq == ik || dead[iq] || dead[ik]) continue;
-    Op& q = g.ops[iq];
-    const Op& k = g.ops[ik];
-    auto plain_linear = [&](const Op& l) {
-      return l.kind == OpKind::linear && has_no_epilogue(l) && g.tensor(l.inputs[1]).is_const &&
-             g.tensor(l.inputs[2]).is_const && is_sole_consumer(cons, l.outputs[0], static_cast<int>(a));
-    };
-    if (!plain_linear(q) || !plain_linear(k) || q.inputs[0] != k.inputs[0]) continue;
-    const Tensor &wq = g.tensor(q.inputs[1]), &wk = g.tensor(k.inputs[1]);
-    const Tensor &bq = g.tensor(q.inputs[2]), &bk = g.tensor(k.inputs[2]);
-    if (wq.shape.size() != 2 || wk.shape.size() != 2 || wq.shape[1] != wk.shape[1] || bq.numel() != wq.shape[0] ||
-        bk.numel() != wk.shape[0] || wq.data.empty() || wk.data.empty())
-      continue;
-    const int64_t Nq = wq.shape[0], Nk = wk.shape[0], K = wq.shape[1];
-    std::vector<float> w(wq.data), b(bq.data);
-    w.insert(w.end(), wk.data.begin(), wk.data.end());
-    b.insert(b.end(), bk.data.begin(), bk.data.end());
-    const std::string name = q.name + "+" + k.name.substr(k.name.rfind('.') + 1);
-    const TensorId tw = g.add_const(name + ".weight", {Nq + Nk, K}, std::move(w));
-    const TensorId tb = g.add_const(name + ".bias", {Nq + Nk}, std::move(b));
-    const auto rows = g.tensor(q.outputs[0]).shape[0];
-    const TensorId qk = g.add_activation(name + ":out", {rows, Nq + Nk}, g.tensor(q.outputs[0]).dtype);
-    // The merged linear takes the earlier of the two places: both read only its input.
-    Op merged = q;
-    merged.name = name;
-    merged.inputs = {q.inputs[0], tw, tb};
-    merged.outputs = {qk};
-    g.ops[std::min(iq, ik)] = std::move(merged);
-    dead[std::max(iq, ik)] = 1;
-    att.inputs[0] = qk;  // g.ops was not resized: only elements were assigned
-    att.inputs[1] = qk;
+    const auto qk = merge_pair(g, cons, dead, iq, ik, static_cast<int>(a));
+    if (!qk) continue;
+    att.inputs[0] = qk->out;
+    att.inputs[1] = qk->out;
     att.attrs["q_col"] = 0;
-    att.attrs["k_col"] = Nq;
+    att.attrs["k_col"] = qk->b_col;
+    ++n;
+  }
+  erase_ops(g, dead);
+  return n;
+}
+
+int merge_deform_projections(Graph& g) {
+  auto cons = consumers(g);
+  auto prod = producers(g);
+  std::vector<char> dead(g.ops.size(), 0);
+  int n = 0;
+  for (size_t m = 0; m < g.ops.size(); ++m) {
+    Op& da = g.ops[m];
+    if (da.kind != OpKind::ms_deform_attn || da.inputs.size() != 5 || da.attrs.contains("off_col") ||
+        da.attrs.contains("aw_col") || da.inputs[1] == da.inputs[2])
+      continue;
+    const int io = prod[da.inputs[1]], iw = prod[da.inputs[2]];
+    const auto ow = merge_pair(g, cons, dead, io, iw, static_cast<int>(m));
+    if (!ow) continue;
+    da.inputs[1] = ow->out;
+    da.inputs[2] = ow->out;
+    da.attrs["off_col"] = 0;
+    da.attrs["aw_col"] = ow->b_col;
     ++n;
   }
   erase_ops(g, dead);
@@ -321,6 +378,7 @@ PassStats optimize(Graph& g) {
   s.fused_layer_norm_adds = fuse_layer_norm_adds(g);
   if (!skipped("fold_parallel_convs")) s.folded_parallel_convs = fold_parallel_convs(g);
   if (!skipped("merge_qk_projections")) s.merged_qk_projections = merge_qk_projections(g);
+  if (!skipped("merge_deform_projections")) s.merged_deform_projections = merge_deform_projections(g);
   s.removed_ops = eliminate_dead_code(g);
   g.validate();
   return s;

@@ -1,6 +1,7 @@
-// Graph rewrites, run in this order by optimize(): fold BatchNorm into the preceding conv, fuse
-// residual adds and activations into conv/linear epilogues and adds into LayerNorm, fold a 1x1
-// conv into its parallel kxk conv (RepVGG), merge attention q/k projections, drop dead ops (the intermediate class heads), then
+// Graph rewrites, run in this order by optimize(): fold BatchNorm into the preceding conv, fold
+// an average pool into the 1x1 conv after it (ResNet-vd shortcut), fuse residual adds and activations into conv/linear epilogues and adds into LayerNorm, fold a 1x1
+// conv into its parallel kxk conv (RepVGG), merge attention q/k projections and deformable
+// attention offset/weight projections, drop dead ops (the intermediate class heads), then
 // compact the tensor table.
 #pragma once
 #include <string>
@@ -23,6 +24,7 @@ struct PassStats {
   int fused_layer_norm_adds = 0;
   int folded_parallel_convs = 0;
   int merged_qk_projections = 0;
+  int merged_deform_projections = 0;
   int removed_ops = 0;
 };
 
@@ -57,12 +59,21 @@ int fold_parallel_convs(Graph& g);
 // AIFI layer and three decoder self-attentions: 4 GEMM launches fewer; at batch 1 each was a
 // ~3 us kernel on the H200 and k_proj ran beside q_proj on a second stream (timeline profile).
 int merge_qk_projections(Graph& g);
+// ms_deform_attn whose offsets and logits come from two linears of one input (no residual, no
+// activation, read only by that op, same dtype): one linear with the stacked weights
+// [W_off; W_aw] writes [Q, No + Na], and the op reads offsets from column 0 and logits from
+// column No (attrs off_col, aw_col; row stride No + Na). RT-DETR's three decoder layers: 3 GEMM
+// launches fewer (sampling_offsets, N 192, and attention_weights, N 96). At batch 1 on the H200
+// (fp16, timeline of bench/results/h200/latest.json) each was a 3.2-4.5 us 300-row GEMM, the
+// second on another stream starting ~2.6 us into the first and ending 2.8-4.0 us after it; the
+// ms_deform_attn waited for both. Not yet measured merged.
+int merge_deform_projections(Graph& g);
 // Removes ops whose outputs reach no graph output, and unreferenced tensors.
 int eliminate_dead_code(Graph& g);
 
-// Runs the passes above. DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections leaves
-// those optional passes out (A/B runs); also fold_avg_pool_into_conv, and
-// residual_on_long_branch (fuse_residual_adds without costs).
+// Runs the passes above. DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections,
+// merge_deform_projections,fold_avg_pool_into_conv leaves those optional passes out (A/B runs);
+// residual_on_long_branch there makes fuse_residual_adds choose without path costs.
 PassStats optimize(Graph& g);
 
 }  // namespace detforge::graph

@@ -1,15 +1,17 @@
 // The batch-1 speed paths of attention.cu (v5: key range split over the 8 warps of a block, the
 // partial softmax results merged through shared memory) and ms_deform_attn.cu (v2: 16-byte
 // vector loads, sampling points spread over lane groups, groups reduced by shuffles) against
-// plain double-precision host loops (the same loops as test_cuda_kernels.cpp). Every case names
-// the path it takes; the data are built so that a wrong merge across warps, a wrong
-// group/channel mapping or wrong zero padding at the map borders moves the result far outside
-// the tolerances.
+// plain double-precision host loops (the same loops as test_cuda_kernels.cpp), and
+// ms_deform_attn on column slices of one buffer (graph::merge_deform_projections) against its
+// packed inputs. Every case names the path it takes; the data are built so that a wrong merge
+// across warps, a wrong group/channel mapping or wrong zero padding at the map borders moves the
+// result far outside the tolerances.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "backends/cuda/kernels/kernels.h"
+#include "detforge/types.h"
 #include "attn_ref.h"
 #include "gpu_test_util.h"
 
@@ -113,13 +115,21 @@ struct DeformCase {
   const char* path;
 };
 
+// One case's inputs, as the device will see them (rounded through fp16 when half).
+struct DeformData {
+  DeformShape sh;
+  int Lv = 0;
+  std::vector<float> value, off, logits, ref, ps;
+};
+
 // value: random in [-1, 1] plus a per-channel offset (channel c of head h adds 0.1 * (c % 16) -
 // 0.75 + 0.05 * h), so a lane or group reading the wrong 8 channels, or the wrong head, is off by
 // >= 0.1 times the summed weight. Reference points: half the queries near a map corner or edge
 // (x, y within 0.06 of 0 or 1, some just outside), offsets up to +-3 * 0.125 * (w, h) with
 // w, h in [0.05, 0.28]: a large share of the samples fall partly or wholly outside the maps.
-void run_deform_case(const DeformCase& cs, bool half, float atol, float rtol, uint32_t seed) {
-  DeformShape sh;
+DeformData make_deform_data(const DeformCase& cs, bool half, uint32_t seed) {
+  DeformData dd;
+  DeformShape& sh = dd.sh;
   sh.heads = cs.heads;
   sh.levels = cs.levels;
   sh.points = cs.points;
@@ -131,15 +141,14 @@ void run_deform_case(const DeformCase& cs, bool half, float atol, float rtol, ui
     sh.start[l] = Lv;
     Lv += cs.hw[l][0] * cs.hw[l][1];
   }
+  dd.Lv = Lv;
   const int B = cs.B, Q = cs.Q, C = cs.C, H = cs.heads, LP = cs.levels * cs.points, d = C / H;
-  SCOPED_TRACE(std::string(cs.path) + ": B " + std::to_string(B) + " Q " + std::to_string(Q) + " C " +
-               std::to_string(C) + " heads " + std::to_string(H) + " LP " + std::to_string(LP));
   auto value = random_vec((size_t)B * Lv * C, -1, 1, seed);
   for (size_t r = 0; r < (size_t)B * Lv; ++r)
     for (int c = 0; c < C; ++c) value[r * C + c] += 0.1f * ((c % d) % 16) - 0.75f + 0.05f * (c / d);
-  value = quantize(value, half);
-  auto off = quantize(random_vec((size_t)B * Q * H * LP * 2, -3, 3, seed + 1), half);
-  auto logits = quantize(random_vec((size_t)B * Q * H * LP, -3, 3, seed + 2), half);
+  dd.value = quantize(value, half);
+  dd.off = quantize(random_vec((size_t)B * Q * H * LP * 2, -3, 3, seed + 1), half);
+  dd.logits = quantize(random_vec((size_t)B * Q * H * LP, -3, 3, seed + 2), half);
   auto ref = random_vec((size_t)B * Q * 4, 0.02f, 0.98f, seed + 3);
   const auto edge = random_vec((size_t)B * Q * 4, -0.02f, 0.06f, seed + 4);
   for (int i = 0; i < B * Q; ++i) {
@@ -151,10 +160,21 @@ void run_deform_case(const DeformCase& cs, bool half, float atol, float rtol, ui
     ref[i * 4 + 2] = 0.05f + 0.35f * std::fabs(edge[i * 4 + 2] * 16.f - 0.3f);  // box w, h in [0.05, 0.28]
     ref[i * 4 + 3] = 0.05f + 0.35f * std::fabs(edge[i * 4 + 3] * 16.f - 0.3f);
   }
-  ref = quantize(ref, half);
+  dd.ref = quantize(ref, half);
   std::vector<float> ps(LP);
   for (int j = 0; j < LP; ++j) ps[j] = 1.f / cs.points;
-  ps = quantize(ps, half);
+  dd.ps = quantize(ps, half);
+  return dd;
+}
+
+void run_deform_case(const DeformCase& cs, bool half, float atol, float rtol, uint32_t seed) {
+  const DeformData dd = make_deform_data(cs, half, seed);
+  const DeformShape& sh = dd.sh;
+  const int Lv = dd.Lv;
+  const auto &value = dd.value, &off = dd.off, &logits = dd.logits, &ref = dd.ref, &ps = dd.ps;
+  const int B = cs.B, Q = cs.Q, C = cs.C, H = cs.heads, LP = cs.levels * cs.points;
+  SCOPED_TRACE(std::string(cs.path) + ": B " + std::to_string(B) + " Q " + std::to_string(Q) + " C " +
+               std::to_string(C) + " heads " + std::to_string(H) + " LP " + std::to_string(LP));
 
   // Count the samples that touch the zero padding (sanity: the case really exercises it).
   int outside = 0;
@@ -212,6 +232,87 @@ TEST_P(CudaAttnSpeedPaths, MsDeformAttnVectorPathMatchesHostLoop) {
     // slope is up to ~2 per pixel.
     run_deform_case(cs, half(), half() ? atol() : 1e-4f, half() ? rtol() : 1e-4f, seed += 10);
   }
+}
+
+// graph::merge_deform_projections hands ms_deform_attn its offsets and logits as column slices
+// of one [B*Q, 3*HLP] tensor (HLP = heads*levels*points; offsets from column 0, logits from
+// 2*HLP). The kernels read both per element, so any column and row stride must give the packed
+// inputs' output bit for bit, on both paths. Layouts (columns of one row): the pass's
+// [offsets | logits]; [logits | 5 pad | offsets | 1 pad] (offsets at an odd column, odd row
+// stride); [3 pad | offsets | 4 pad | logits | 1 pad] (both at odd columns). Pad columns hold
+// NaN, so a kernel reading outside its slice gives NaN.
+TEST_P(CudaAttnSpeedPaths, MsDeformAttnOnColumnSlicesOfOneBufferEqualsPackedInputs) {
+  const int rt[8][2] = {{80, 80}, {40, 40}, {20, 20}};
+  const int small4[8][2] = {{13, 11}, {7, 6}, {4, 3}, {2, 2}};
+  const DeformCase cases[] = {
+      {1, 300, 256, 8, 3, 4, {}, 0, 0, "vector, RT-DETR decoder (d 32, Lv 8400)"},
+      {2, 300, 512, 8, 3, 4, {}, 0, 0, "vector, d 64, batch 2"},
+      {2, 37, 256, 8, 4, 8, {}, 0, 0, "vector, 32 points per head (4 levels x 8)"},
+      {2, 300, 256, 8, 3, 4, {}, 1, 0, "v1 fallback, value 1 element off 16-byte alignment, batch 2"},
+      {1, 40, 128, 8, 3, 4, {}, 0, 0, "v1, d 16"},
+  };
+  struct Layout {
+    int off_col, aw_col, extra;  // row stride: 3 * HLP + extra
+    const char* what;
+  };
+  uint32_t seed = 900;
+  for (auto cs : cases) {
+    const auto& hw = cs.levels == 4 ? small4 : rt;
+    for (int l = 0; l < 8; ++l) {
+      cs.hw[l][0] = hw[l][0];
+      cs.hw[l][1] = hw[l][1];
+    }
+    const DeformData dd = make_deform_data(cs, half(), seed += 10);
+    const int B = cs.B, Q = cs.Q, C = cs.C, HLP = cs.heads * cs.levels * cs.points;
+    SCOPED_TRACE(std::string(cs.path) + ": B " + std::to_string(B) + " Q " + std::to_string(Q) + " C " +
+                 std::to_string(C) + " HLP " + std::to_string(HLP));
+    std::vector<float> value_buf(dd.value.size() + cs.value_off, 0.f);
+    std::copy(dd.value.begin(), dd.value.end(), value_buf.begin() + cs.value_off);
+    DevBuf dv(value_buf, half()), doff(dd.off, half()), dl(dd.logits, half()), dr(dd.ref, half()),
+        dps(dd.ps, half()), want((size_t)B * Q * C, half());
+    const size_t es = half() ? 2 : 4;
+    const void* pv = static_cast<const char*>(dv.get()) + cs.value_off * es;
+    EXPECT_EQ(cuda::ms_deform_attn_vec_path(pv, want.get(), C, cs.heads, half()),
+              std::string(cs.path).rfind("vector", 0) == 0);
+    cuda::ms_deform_attn(pv, doff.get(), dl.get(), dr.get(), dps.get(), want.get(), B, dd.Lv, Q, C, dd.sh, half(),
+                         nullptr);
+    const auto w = want.download();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const Layout layouts[] = {{0, 2 * HLP, 0, "[offsets | logits]"},
+                              {HLP + 5, 0, 6, "[logits | 5 | offsets | 1]"},
+                              {3, 2 * HLP + 7, 8, "[3 | offsets | 4 | logits | 1]"}};
+    for (const auto& lay : layouts) {
+      SCOPED_TRACE(lay.what);
+      const int ld = 3 * HLP + lay.extra;
+      std::vector<float> merged((size_t)B * Q * ld, NAN);
+      for (size_t r = 0; r < (size_t)B * Q; ++r) {
+        std::copy_n(dd.off.begin() + r * 2 * HLP, 2 * HLP, merged.begin() + r * ld + lay.off_col);
+        std::copy_n(dd.logits.begin() + r * HLP, HLP, merged.begin() + r * ld + lay.aw_col);
+      }
+      DevBuf dm(merged, half()), got((size_t)B * Q * C, half());
+      const char* base = static_cast<const char*>(dm.get());
+      cuda::ms_deform_attn(pv, base + lay.off_col * es, base + lay.aw_col * es, dr.get(), dps.get(), got.get(), B,
+                           dd.Lv, Q, C, dd.sh, half(), nullptr, {ld, ld});
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto g = got.download();
+      const auto diff = std::mismatch(g.begin(), g.end(), w.begin());  // NaN never equals: caught too
+      EXPECT_TRUE(diff.first == g.end()) << "element " << (diff.first - g.begin()) << ": " << *diff.first
+                                         << " vs packed " << *diff.second;
+    }
+  }
+  // A row stride below the width is refused.
+  DeformShape sh;
+  sh.heads = 1;
+  sh.levels = 1;
+  sh.points = 2;
+  sh.H[0] = sh.W[0] = 2;
+  DevBuf buf(std::vector<float>(256, 0.f), half()), dout((size_t)64, half());
+  EXPECT_THROW(cuda::ms_deform_attn(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), dout.get(), 1, 4, 2, 32, sh,
+                                    half(), nullptr, {3, 2}),
+               Error);
+  EXPECT_THROW(cuda::ms_deform_attn(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), dout.get(), 1, 4, 2, 32, sh,
+                                    half(), nullptr, {4, 1}),
+               Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, CudaAttnSpeedPaths, ::testing::Values(false, true),

@@ -1,6 +1,7 @@
 // The CUDA engine on a small graph that uses every op kind of the IR except attention and the
 // deformable/top-k ops (those have kernel tests): against host loops in fp32 and fp16, batch
-// consistency, graph replay = eager, check_finite and load-time errors.
+// consistency, graph replay = eager, check_finite and load-time errors; and a small deformable
+// attention graph with and without merge_deform_projections.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -9,7 +10,9 @@
 #include "bench/kernel_profile.h"
 #include "detforge/types.h"
 #include "gpu_test_util.h"
+#include "graph/passes.h"
 #include "host_ref.h"
+#include "unit/test_deform_graph.h"
 
 namespace detforge::test {
 namespace {
@@ -276,6 +279,38 @@ TEST(CudaEngine, StreamCountOutsideOneToEightIsRefused) {
   setenv("DETFORGE_CUDA_STREAMS", "two", 1);
   EXPECT_THROW(make_cuda_engine(n.g, {}), Error);
   unsetenv("DETFORGE_CUDA_STREAMS");
+}
+
+// graph::merge_deform_projections in the engine: offsets and logits as column slices of one
+// [17, 72] tensor (cuda_ops.cpp points the kernel at their columns, row stride 72) give the
+// unmerged graph's outputs for both images of a batch of 2 (the two graphs' linears may take
+// other cuBLASLt algorithms: equal up to rounding). A slice past its tensor is refused at load.
+TEST_P(CudaEngineTest, MergedDeformProjectionsGiveTheUnmergedOutputs) {
+  graph::Graph unmerged = deform::make_graph(deform::Variant::plain), merged = unmerged;
+  // The pass alone (optimize() would heed DETFORGE_SKIP_PASSES), then its dead tensors dropped.
+  ASSERT_EQ(graph::merge_deform_projections(merged), 1);
+  graph::eliminate_dead_code(merged);
+  EngineOptions opt;
+  opt.max_batch = 2;
+  opt.precision = GetParam();
+  const auto x = random_vec(2 * deform::kQ * deform::kK, -1.5f, 1.5f, 45);
+  const auto want = make_cuda_engine(unmerged, opt)->run(x.data(), 2);
+  const auto got = make_cuda_engine(merged, opt)->run(x.data(), 2);
+  ASSERT_EQ(got[0].shape, (std::vector<int64_t>{2, deform::kQ, deform::kC}));
+  const bool half = std::string(GetParam()) == "fp16";
+  EXPECT_TRUE(close(got[0].data, want[0].data, half ? 2e-2f : 1e-4f, half ? 1e-2f : 1e-4f));
+
+  graph::Op& da = merged.ops.back();
+  ASSERT_EQ(da.kind, OpKind::ms_deform_attn);
+  da.attrs["aw_col"] = deform::kOff + 1;
+  try {
+    make_cuda_engine(merged, opt);
+    FAIL() << "expected a load error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 2 (logits) has 72 columns, the op reads 24 from column 49"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Precision, CudaEngineTest, ::testing::Values("fp32", "fp16"),

@@ -1,14 +1,21 @@
 // The graph passes on hand-built graphs: BatchNorm folding (weights and bias by the formula),
 // residual/activation fusion into the producing op, add+LayerNorm fusion, dead-code removal,
-// and that the optimised graph computes what the unfused ops would (CPU engine vs scalar math).
+// and that the optimised graph computes what the unfused ops would (CPU engine vs scalar math);
+// the q/k and deformable offset/weight merges against the unmerged graph (CPU engine), the
+// cases they must leave alone, and the merges on the r18vd graph.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <random>
 
 #include "backends/engine.h"
 #include "graph/passes.h"
+#include "test_deform_graph.h"
 #include "test_graph_util.h"
+#include "test_r18vd_graph.h"
 
 namespace detforge::test {
 namespace {
@@ -257,6 +264,189 @@ TEST(GraphPasses, QkProjectionReadElsewhereIsNotMerged) {
   Graph g = qk_graph(true);
   EXPECT_EQ(graph::optimize(g).merged_qk_projections, 0);
   EXPECT_EQ(g.ops.size(), 5u);
+}
+
+// merge_deform_projections on the graph of test_deform_graph.h.
+using deform::kAw;   // logits per row (24)
+using deform::kK;    // the projections' input width (8)
+using deform::kOff;  // offsets per row (48)
+using deform::kQ;    // queries (17)
+
+const Op& only_op(const Graph& g, OpKind k) {
+  const Op* found = nullptr;
+  for (const Op& op : g.ops)
+    if (op.kind == k) {
+      EXPECT_EQ(found, nullptr) << "more than one " << graph::op_kind_name(k);
+      found = &op;
+    }
+  if (!found) throw Error(std::string("no ") + graph::op_kind_name(k));
+  return *found;
+}
+
+// Outputs of both graphs on the same two images (batch 2: the row stride must hold per image).
+void expect_same_outputs(const Graph& want_g, const Graph& got_g) {
+  auto xin = rnd(kQ * kK * 2, 70, -1.5f, 1.5f);
+  EngineOptions two;
+  two.max_batch = 2;
+  auto want = make_engine("cpu", want_g, two)->run(xin.data(), 2);
+  auto got = make_engine("cpu", got_g, two)->run(xin.data(), 2);
+  ASSERT_EQ(got[0].data.size(), want[0].data.size());
+  for (size_t i = 0; i < want[0].data.size(); ++i) EXPECT_NEAR(got[0].data[i], want[0].data[i], 1e-5) << i;
+}
+
+TEST(GraphPasses, DeformProjectionsMergeIntoOneLinearAndComputeTheSame) {
+  for (auto v : {deform::Variant::plain, deform::Variant::aw_first}) {
+    SCOPED_TRACE(v == deform::Variant::plain ? "offsets first" : "attention weights first");
+    Graph ref = deform::make_graph(v), g = deform::make_graph(v);
+    const auto st = graph::optimize(g);
+    EXPECT_EQ(st.merged_deform_projections, 1);
+    ASSERT_EQ(g.ops.size(), 5u);  // ref (+ sigmoid), pos, offsets+weights, value, ms_deform_attn
+    const Op& da = only_op(g, OpKind::ms_deform_attn);
+    EXPECT_EQ(da.inputs[1], da.inputs[2]);
+    const auto cols = graph::deform_columns(g, da);
+    EXPECT_EQ(cols.off_col, 0);
+    EXPECT_EQ(cols.aw_col, kOff);
+    EXPECT_EQ(cols.off_ld, kOff + kAw);
+    EXPECT_EQ(cols.aw_ld, kOff + kAw);
+    // The stacked linear, [W_off; W_aw] whichever ran first, sits where the first of the two
+    // was: before the value projection.
+    const Op& m = g.ops[2];
+    EXPECT_EQ(m.name, "dec.encoder_attn.sampling_offsets+attention_weights");
+    EXPECT_EQ(g.ops[3].name, "dec.value_proj");
+    EXPECT_EQ(m.outputs[0], da.inputs[1]);
+    EXPECT_EQ(g.tensor(m.inputs[1]).shape, (std::vector<int64_t>{kOff + kAw, kK}));
+    EXPECT_EQ(g.tensor(m.outputs[0]).shape, (std::vector<int64_t>{kQ, kOff + kAw}));
+    EXPECT_EQ(graph::deform_columns_error(g, da), "");
+    expect_same_outputs(ref, g);
+  }
+}
+
+// The CPU kernel takes any column order and row stride: the merged linear rewritten by hand as
+// [W_aw; 3 zero rows; W_off] (logits at column 0, offsets at 27, rows 75 wide) reads the same.
+TEST(GraphPasses, DeformColumnsInAnyOrderWithPaddingComputeTheSame) {
+  Graph ref = deform::make_graph(deform::Variant::plain), g = deform::make_graph(deform::Variant::plain);
+  graph::optimize(g);
+  Op& da = g.ops.back();
+  ASSERT_EQ(da.kind, OpKind::ms_deform_attn);
+  Op& m = g.ops[graph::producers(g)[da.inputs[1]]];
+  ASSERT_EQ(m.kind, OpKind::linear);
+  graph::Tensor& w = g.tensor(m.inputs[1]);
+  graph::Tensor& b = g.tensor(m.inputs[2]);
+  const int pad = 3, N = kAw + pad + kOff;
+  std::vector<float> w2(size_t(N) * kK, 0.f), b2(N, 0.f);
+  std::copy(w.data.begin() + kOff * kK, w.data.end(), w2.begin());
+  std::copy(w.data.begin(), w.data.begin() + kOff * kK, w2.begin() + (kAw + pad) * kK);
+  std::copy(b.data.begin() + kOff, b.data.end(), b2.begin());
+  std::copy(b.data.begin(), b.data.begin() + kOff, b2.begin() + kAw + pad);
+  w.data = w2;
+  w.shape = {N, kK};
+  b.data = b2;
+  b.shape = {N};
+  g.tensor(m.outputs[0]).shape = {kQ, N};
+  da.attrs["aw_col"] = 0;
+  da.attrs["off_col"] = kAw + pad;
+  ASSERT_EQ(graph::deform_columns_error(g, da), "");
+  expect_same_outputs(ref, g);
+}
+
+TEST(GraphPasses, DeformColumnsOutsideTheirInputAreNamed) {
+  Graph g = deform::make_graph(deform::Variant::plain);
+  graph::optimize(g);
+  Op& da = g.ops.back();
+  ASSERT_EQ(da.kind, OpKind::ms_deform_attn);
+  EXPECT_EQ(graph::deform_columns_error(g, da), "");
+  da.attrs["aw_col"] = kOff + 1;  // 24 logits from column 49 of a 72-column tensor
+  EXPECT_EQ(graph::deform_columns_error(g, da), "input 2 (logits) has 72 columns, the op reads 24 from column 49");
+  EXPECT_THROW(make_engine("cpu", g, {}), Error);
+  da.attrs["aw_col"] = kOff;
+  da.attrs["off_col"] = -1;
+  EXPECT_EQ(graph::deform_columns_error(g, da), "input 1 (offsets) has 72 columns, the op reads 48 from column -1");
+  EXPECT_THROW(make_engine("cpu", g, {}), Error);
+  // Unmerged: each input packed, its width exactly what the op reads.
+  Graph u = deform::make_graph(deform::Variant::plain);
+  Op& ud = u.ops.back();
+  EXPECT_EQ(graph::deform_columns_error(u, ud), "");
+  ud.attrs["off_col"] = 1;
+  EXPECT_EQ(graph::deform_columns_error(u, ud), "input 1 (offsets) has 48 columns, the op reads 48 from column 1");
+}
+
+TEST(GraphPasses, DeformProjectionsThatDoNotQualifyStayApart) {
+  const std::pair<deform::Variant, const char*> cases[] = {
+      {deform::Variant::off_also_output, "offsets also a graph output"},
+      {deform::Variant::aw_also_read, "attention_weights also read by another op"},
+      {deform::Variant::aw_relu, "attention_weights with an activation"},
+      {deform::Variant::aw_residual, "attention_weights with a residual"},
+      {deform::Variant::aw_other_input, "attention_weights of another input"},
+      {deform::Variant::aw_f16, "outputs of different dtypes"},
+  };
+  for (const auto& [v, what] : cases) {
+    SCOPED_TRACE(what);
+    Graph g = deform::make_graph(v);
+    EXPECT_EQ(graph::optimize(g).merged_deform_projections, 0);
+    const Op& da = only_op(g, OpKind::ms_deform_attn);
+    EXPECT_NE(da.inputs[1], da.inputs[2]);
+    EXPECT_FALSE(da.attrs.contains("off_col") || da.attrs.contains("aw_col"));
+    for (const Op& op : g.ops) EXPECT_EQ(op.name.find('+'), std::string::npos) << op.name;
+  }
+}
+
+// Sets an environment variable for one scope, restoring what was there before.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// r18vd's three decoder layers each read their offsets and attention logits from two linears of
+// one input: three pairs merge, three ops fewer than with the pass skipped.
+TEST(GraphPasses, R18vdMergesTheThreeDecoderOffsetAndWeightProjections) {
+  Graph g = r18vd_unoptimized_graph(), skipped = r18vd_unoptimized_graph(), both = r18vd_unoptimized_graph();
+  const auto st = graph::optimize(g);
+  EXPECT_EQ(st.merged_deform_projections, 3);
+  EXPECT_EQ(st.merged_qk_projections, 4);
+  {
+    ScopedEnv env("DETFORGE_SKIP_PASSES", "merge_deform_projections");
+    const auto sk = graph::optimize(skipped);
+    EXPECT_EQ(sk.merged_deform_projections, 0);
+    EXPECT_EQ(sk.merged_qk_projections, 4);
+  }
+  EXPECT_EQ(skipped.ops.size(), g.ops.size() + 3);
+  {
+    ScopedEnv env("DETFORGE_SKIP_PASSES", "merge_qk_projections,merge_deform_projections");
+    const auto sk = graph::optimize(both);
+    EXPECT_EQ(sk.merged_deform_projections + sk.merged_qk_projections, 0);
+  }
+  EXPECT_EQ(both.ops.size(), g.ops.size() + 7);
+  std::printf("r18vd: %zu ops, %zu without merge_deform_projections, %zu without either merge\n", g.ops.size(),
+              skipped.ops.size(), both.ops.size());
+  int seen = 0;
+  for (const Op& da : g.ops) {
+    if (da.kind != OpKind::ms_deform_attn) continue;
+    SCOPED_TRACE(da.name);
+    ++seen;
+    ASSERT_EQ(da.inputs[1], da.inputs[2]);
+    const auto cols = graph::deform_columns(g, da);
+    EXPECT_EQ(cols.off_col, 0);
+    EXPECT_EQ(cols.aw_col, 192);
+    EXPECT_EQ(cols.off_ld, 288);
+    EXPECT_EQ(graph::deform_columns_error(g, da), "");
+    const auto prod = graph::producers(g);
+    const Op& m = g.ops[prod[da.inputs[1]]];
+    EXPECT_EQ(m.name, da.name + ".sampling_offsets+attention_weights");
+    EXPECT_EQ(g.tensor(m.inputs[1]).shape, (std::vector<int64_t>{288, 256}));
+    EXPECT_EQ(g.tensor(m.outputs[0]).shape, (std::vector<int64_t>{300, 288}));
+  }
+  EXPECT_EQ(seen, 3);
 }
 
 TEST(GraphPasses, BatchNormNotAfterAConvIsRefused) {

@@ -30,10 +30,15 @@ class OnesWeights : public rt_detr_v2::WeightSource {
   std::map<std::string, std::vector<int64_t>> shapes_;
 };
 
-inline graph::Graph r18vd_graph() {
+// As the builder makes it, before graph::optimize.
+inline graph::Graph r18vd_unoptimized_graph() {
   const nlohmann::json cj = rt_detr_v2::synth_config("r18vd", 8);
   OnesWeights w(cj);
-  graph::Graph g = rt_detr_v2::build_graph(rt_detr_v2::Config::from_json(cj, "synth"), w, 640, 640);
+  return rt_detr_v2::build_graph(rt_detr_v2::Config::from_json(cj, "synth"), w, 640, 640);
+}
+
+inline graph::Graph r18vd_graph() {
+  graph::Graph g = r18vd_unoptimized_graph();
   graph::optimize(g);
   return g;
 }

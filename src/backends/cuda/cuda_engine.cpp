@@ -100,6 +100,9 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
     if (op.kind == OpKind::attention)
       if (const auto why = graph::attention_columns_error(g, op); !why.empty())
         throw Error("cuda backend: op " + op.name + " (attention): " + why);
+    if (op.kind == OpKind::ms_deform_attn)
+      if (const auto why = graph::deform_columns_error(g, op); !why.empty())
+        throw Error("cuda backend: op " + op.name + " (ms_deform_attn): " + why);
     if (op.kind == OpKind::concat)
       for (auto t : op.inputs)
         if (g.tensor(t).is_const) throw Error("cuda backend: concat " + op.name + " of a constant is not supported");

@@ -262,7 +262,13 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
         sh.start[l] = ls.at(l).get<int>();
       }
       const int Lv = (int)shape(0)[0], C = (int)shape(0)[1], Q = (int)shape(1)[0];
-      ms_deform_attn(in(0), in(1), in(2), in(3), in(4), y, B, Lv, Q, C, sh, half_, s);
+      // offsets and logits may be column slices of one tensor (graph::merge_deform_projections);
+      // the engine checked at load that they lie inside it (graph::deform_columns_error).
+      const auto cols = graph::deform_columns(g_, op);
+      const size_t es = half_ ? 2 : 4;
+      auto at = [&](size_t k, int64_t col) { return static_cast<char*>(in(k)) + col * es; };
+      ms_deform_attn(in(0), at(1, cols.off_col), at(2, cols.aw_col), in(3), in(4), y, B, Lv, Q, C, sh, half_, s,
+                     {(int)cols.off_ld, (int)cols.aw_ld});
       break;
     }
     case OpKind::topk_rows: {

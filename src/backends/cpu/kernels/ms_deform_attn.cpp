@@ -7,6 +7,8 @@
 //   sample = bilinear over the 4 corners nw, ne, sw, se; a corner outside the map adds 0
 //   out[q, h*dh + d] = sum over l (major), p (minor) of aw * sample
 // Value is [Lv, C] with level l's tokens at level_start[l] + y*W + x, channel h*dh + d.
+// Offsets and logits are column slices (graph::deform_columns): row q of the offsets starts at
+// offs + q*off_ld + off_col; both may be one [Q, 288] tensor (graph::merge_deform_projections).
 #include <algorithm>
 #include <cmath>
 
@@ -34,12 +36,10 @@ class MsDeformAttnStep final : public Step {
     C_ = value.shape[1];
     if (C_ % heads_ != 0) op_fail(op, "heads do not divide value width " + std::to_string(C_));
     dh_ = C_ / heads_;
-    const auto& offs = in_tensor(cc, op, 1);
-    expect_rank(op, offs, 2);
-    Q_ = offs.shape[0];
+    if (const auto why = graph::deform_columns_error(cc.g, op); !why.empty()) op_fail(op, why);
+    cols_ = graph::deform_columns(cc.g, op);
+    Q_ = in_tensor(cc, op, 1).shape[0];
     const int64_t LP = levels_ * points_;
-    expect_shape(op, offs, {Q_, heads_ * LP * 2});
-    expect_shape(op, in_tensor(cc, op, 2), {Q_, heads_ * LP});
     expect_shape(op, in_tensor(cc, op, 3), {Q_, 4});
     const auto& ps = in_tensor(cc, op, 4);
     expect_shape(op, ps, {LP});
@@ -86,7 +86,7 @@ class MsDeformAttnStep final : public Step {
       const int64_t q = t / H;
       const int h = static_cast<int>(t % H);
       float aw[kMaxLevelPoints];
-      const float* lg = logits + q * H * LP + h * LP;
+      const float* lg = logits + q * cols_.aw_ld + cols_.aw_col + h * LP;
       float mx = -INFINITY;
       for (int i = 0; i < LP; ++i) mx = std::max(mx, lg[i]);
       float sum = 0.f;
@@ -96,7 +96,7 @@ class MsDeformAttnStep final : public Step {
       }
       for (int i = 0; i < LP; ++i) aw[i] /= sum;
       const float rx = ref[q * 4 + 0], ry = ref[q * 4 + 1], rw = ref[q * 4 + 2], rh = ref[q * 4 + 3];
-      const float* off = offs + q * H * LP * 2 + h * LP * 2;
+      const float* off = offs + q * cols_.off_ld + cols_.off_col + h * LP * 2;
       float* out = y + q * C + h * dh;
       std::fill(out, out + dh, 0.f);
       for (int l = 0; l < NL; ++l) {
@@ -142,6 +142,7 @@ class MsDeformAttnStep final : public Step {
   }
 
   graph::TensorId v_, off_, logit_, ref_, y_;
+  graph::DeformColumns cols_;
   int heads_, levels_, points_;
   float offset_scale_;
   int64_t Lv_, C_, dh_, Q_;

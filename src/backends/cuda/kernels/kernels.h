@@ -69,8 +69,18 @@ struct DeformShape {
   int H[8] = {}, W[8] = {}, start[8] = {};
   float offset_scale = 0.5f;
 };
+// Row strides of off and logits in elements (0 = packed: H*levels*points*2 and H*levels*points):
+// both may be column slices of one merged projection (graph::merge_deform_projections), the
+// pointers then at their first column.
+struct DeformLd {
+  int off = 0, logits = 0;
+};
 void ms_deform_attn(const void* value, const void* off, const void* logits, const void* ref, const void* pscale,
-                    void* out, int B, int Lv, int Q, int C, const DeformShape& sh, bool half, cudaStream_t s);
+                    void* out, int B, int Lv, int Q, int C, const DeformShape& sh, bool half, cudaStream_t s,
+                    DeformLd ld = {});
+// Whether ms_deform_attn takes its vector kernel for these value/out pointers (for tests and
+// profiles): head dim 32 or 64, 16-byte aligned value and out. Offsets and logits play no part.
+bool ms_deform_attn_vec_path(const void* value, const void* out, int C, int heads, bool half);
 
 // topk_rows.cu: scores[B,L,N] -> idx[B,k] (int32): the k rows with the largest maximum, sorted
 // descending, ties by lower index. Needs L <= topk_rows_max_len().

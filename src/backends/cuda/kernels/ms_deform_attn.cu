@@ -3,6 +3,8 @@
 // channels and sum the bilinear samples (grid_sample, zeros padding, align_corners=False) in
 // level-major, point-minor order, as transformers does. Head dim 32/64 with 16-byte aligned
 // value/out takes the vector path (ms_deform_attn_vec_k, below); other shapes this kernel.
+// Offsets and logits are read one element at a time, row bq at off + bq * rs.off (DeformLd):
+// they may be column slices of one merged projection at any element offset.
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -11,7 +13,7 @@ namespace {
 
 template <class T>
 __global__ void ms_deform_attn_k(const T* value, const T* off, const T* logits, const T* ref, const T* pscale, T* out,
-                                 int B, int Lv, int Q, int C, DeformShape sh) {
+                                 int B, int Lv, int Q, int C, DeformShape sh, DeformLd rs) {
   pdl_wait_and_release();
   const int lane = threadIdx.x % 32;
   const int64_t wid = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
@@ -22,14 +24,14 @@ __global__ void ms_deform_attn_k(const T* value, const T* off, const T* logits, 
   const int b = static_cast<int>(bq / Q);
   const int d = C / H;
   // softmax over the LP logits of this head
-  const T* lg = logits + bq * (H * LP) + h * LP;
+  const T* lg = logits + bq * rs.logits + h * LP;
   float my = lane < LP ? ld(lg, lane) : -INFINITY;
   float mx = warp_max(my);
   float e = lane < LP ? expf(my - mx) : 0.f;
   float w = e / warp_sum(e);
   const T* rf = ref + bq * 4;
   const float rx = ld(rf, 0), ry = ld(rf, 1), rw = ld(rf, 2), rh = ld(rf, 3);
-  const T* of = off + bq * (H * LP * 2) + h * LP * 2;
+  const T* of = off + bq * rs.off + h * LP * 2;
   const T* vb = value + (int64_t)b * Lv * C + h * d;
   const int d_pad = (d + 31) / 32 * 32;  // whole warp stays in the loop for the shuffles
   for (int c = lane; c < d_pad; c += 32) {
@@ -98,7 +100,7 @@ __device__ __forceinline__ void acc_pack<float>(float* acc, float w, const uint4
 
 template <class T>
 __global__ void ms_deform_attn_vec_k(const T* value, const T* off, const T* logits, const T* ref, const T* pscale,
-                                     T* out, int B, int Lv, int Q, int C, DeformShape sh) {
+                                     T* out, int B, int Lv, int Q, int C, DeformShape sh, DeformLd rs) {
   pdl_wait_and_release();
   constexpr int V = 16 / sizeof(T);
   const int lane = threadIdx.x % 32;
@@ -109,10 +111,11 @@ __global__ void ms_deform_attn_vec_k(const T* value, const T* off, const T* logi
   const int64_t bq = wid / H;
   const int b = static_cast<int>(bq / Q);
   const int d = C / H, LPG = d / V, NG = 32 / LPG;
-  // Lane j < LP: logit, offsets and scale of point j (all loads independent).
+  // Lane j < LP: logit, offsets and scale of point j (all loads independent, one element each:
+  // no alignment beyond the element's own, so any column slice of a merged projection works).
   const bool pt = lane < LP;
-  const T* lg = logits + bq * (H * LP) + h * LP;
-  const T* of = off + bq * (H * LP * 2) + h * LP * 2;
+  const T* lg = logits + bq * rs.logits + h * LP;
+  const T* of = off + bq * rs.off + h * LP * 2;
   const T* rf = ref + bq * 4;
   const float my = pt ? ld(lg, lane) : -INFINITY;
   const float ox = pt ? ld(of, 2 * lane) : 0.f, oy = pt ? ld(of, 2 * lane + 1) : 0.f;
@@ -191,7 +194,8 @@ __global__ void ms_deform_attn_vec_k(const T* value, const T* off, const T* logi
 }
 
 // The vector path's conditions: head dim 32 or 64 (lanes per group a power of two), 16-byte
-// aligned value/out with C a multiple of the 16-byte pack.
+// aligned value/out with C a multiple of the 16-byte pack. Offsets and logits take no part: the
+// kernel loads them per element (scalar 2- or 4-byte loads), whatever their column and stride.
 bool ms_deform_vec_ok(const void* value, const void* out, int C, int heads, bool half) {
   if (heads <= 0 || C % heads != 0) return false;
   const int d = C / heads, V = half ? 8 : 4;
@@ -200,22 +204,33 @@ bool ms_deform_vec_ok(const void* value, const void* out, int C, int heads, bool
 
 }  // namespace
 
+bool ms_deform_attn_vec_path(const void* value, const void* out, int C, int heads, bool half) {
+  return ms_deform_vec_ok(value, out, C, heads, half);
+}
+
 void ms_deform_attn(const void* value, const void* off, const void* logits, const void* ref, const void* pscale,
-                    void* out, int B, int Lv, int Q, int C, const DeformShape& sh, bool half, cudaStream_t s) {
+                    void* out, int B, int Lv, int Q, int C, const DeformShape& sh, bool half, cudaStream_t s,
+                    DeformLd rs) {
   if (sh.levels * sh.points > 32 || sh.levels > 8)
     throw Error("ms_deform_attn: levels*points must be <= 32 and levels <= 8 on CUDA");
+  const int hlp = sh.heads * sh.levels * sh.points;
+  if (rs.off == 0) rs.off = 2 * hlp;
+  if (rs.logits == 0) rs.logits = hlp;
+  if (rs.off < 2 * hlp || rs.logits < hlp)
+    throw Error("ms_deform_attn: row strides " + std::to_string(rs.off) + "/" + std::to_string(rs.logits) +
+                " below the widths " + std::to_string(2 * hlp) + "/" + std::to_string(hlp));
   const int64_t warps = (int64_t)B * Q * sh.heads;
   const int per_block = 4;
   unsigned blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
   if (warps > 0 && ms_deform_vec_ok(value, out, C, sh.heads, half)) {
     DF_DISPATCH(half, T,
                 launch(ms_deform_attn_vec_k<T>, blocks, per_block * 32, 0, s, (const T*)value, (const T*)off,
-                       (const T*)logits, (const T*)ref, (const T*)pscale, (T*)out, B, Lv, Q, C, sh));
+                       (const T*)logits, (const T*)ref, (const T*)pscale, (T*)out, B, Lv, Q, C, sh, rs));
     return;
   }
   DF_DISPATCH(half, T,
               launch(ms_deform_attn_k<T>, blocks, per_block * 32, 0, s, (const T*)value, (const T*)off,
-                     (const T*)logits, (const T*)ref, (const T*)pscale, (T*)out, B, Lv, Q, C, sh));
+                     (const T*)logits, (const T*)ref, (const T*)pscale, (T*)out, B, Lv, Q, C, sh, rs));
 }
 
 }  // namespace detforge::cuda
