@@ -183,9 +183,13 @@ class CudaEngine : public Engine {
   std::vector<float*> d_out32_, h_out_;  // per graph output, fp32
   unsigned long long* d_count_ = nullptr;
   std::vector<std::unique_ptr<BatchPlan>> plans_;
-  // Fused convs by shape/epilogue key: a cuDNN graph is pointer-free, so equal shapes share one
-  // built plan (runtime-fusion engines compile with NVRTC when built; each one costs time).
+  // Fused convs by shape/epilogue key and, unless share_conv_plans_, by op: one built cuDNN plan
+  // object per conv op. Equal shapes used to share one object (DETFORGE_CUDA_SHARE_CONV_PLANS=1);
+  // replays of that 4-stream r18vd graph differed from each other on the H200 (CudaDeterminism,
+  // 2026-12-03; on one stream they did not), and two same-shape convs on two streams executing
+  // one plan object was the suspect no byte-range hazard covers.
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
+  bool share_conv_plans_ = false;
   OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   int pending_batch_ = 0;

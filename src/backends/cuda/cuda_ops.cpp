@@ -84,13 +84,14 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
                               std::to_string(s.kw) + "," + std::to_string(s.stride) + "," + std::to_string(s.pad) +
                               "," + std::to_string(bias) + std::to_string(res) + graph::act_name(op.act());
       const ConvBuffers cb = op_buffers(op, bias, res);
-      auto it = fused_cache_.find(key);
+      const std::string plan_key = share_conv_plans_ ? key : key + "#" + std::to_string(i);
+      auto it = fused_cache_.find(plan_key);
       if (it == fused_cache_.end()) {
         const ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
         std::unique_ptr<FusedConv> fc;
         if (conv_ws0_) fc = make_fused_conv(cudnn_, s, bias, res, op.act(), 0, &why, &tune);
         if (!fc) fc = make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why, &tune);
-        it = fused_cache_.emplace(key, std::move(fc)).first;
+        it = fused_cache_.emplace(plan_key, std::move(fc)).first;
       }
       p.fused[i] = it->second;
       if (p.fused[i] || own_conv_ == OwnConvMode::force) {
