@@ -79,6 +79,10 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 0, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
+  // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
+  // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
+  // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). Off until an A/B on the device.
+  small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 0, 0, 1) != 0;
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide. Off by
   // default: it measured 0.7594 -> 0.7456 ms at batch 1, but with the 4-stream graph the r18vd
   // fused-vs-unfused engine test failed once in four runs (a box off by 0.0105) and passed with
@@ -283,6 +287,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->fused.resize(g_.ops.size());
     np->own_conv.assign(g_.ops.size(), -1);
     np->lin.resize(g_.ops.size());
+    np->small_lin.assign(g_.ops.size(), SmallLinear::none);
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     plan_row_chains(*np, batch);
     schedule(*np, batch);
@@ -474,7 +479,20 @@ std::string CudaEngine::conv_fusion_summary(int batch) {
   return std::to_string(p.n_own) + " convs on own implicit-GEMM kernels, " + std::to_string(p.n_fused - p.n_own) +
          " fused in cuDNN, " + std::to_string(p.n_unfused) + " with a separate epilogue" +
          (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")") + "; " +
-         std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels";
+         std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels, " +
+         std::to_string(small_linears(batch)) + " on own small-K/small-N kernels";
+}
+int CudaEngine::small_linears(int batch, SmallLinear kind) {
+  const BatchPlan& p = plan(batch);
+  int n = 0;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const SmallLinear k = p.small_lin[i];
+    if (k == SmallLinear::none || (kind != SmallLinear::none && k != kind)) continue;
+    const int c = chain_of_.empty() ? -1 : chain_of_[i];
+    if (c >= 0 && p.chain_on[c]) continue;  // runs inside the chain's row_mlp launch
+    ++n;
+  }
+  return n;
 }
 bool CudaEngine::graph_captured(int batch) {
   prepare(batch);
