@@ -23,6 +23,7 @@ struct BenchResult {
   int graph_streams = 0;    // CUDA: streams the graph's ops are spread over (DETFORGE_CUDA_STREAMS)
   int graph_waits = 0;      // CUDA: cross-stream dependencies in it
   int graph_memsets_replaced = 0;  // CUDA: memset nodes run as kernels (DETFORGE_CUDA_MEMSET_KERNELS)
+  int small_linears = 0;  // CUDA: linears on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR)
 };
 
 // pixels: batch images of the engine's input, NHWC fp32.

@@ -233,6 +233,38 @@ TEST_P(CudaEngineTest, MultiStreamGraphEqualsOneStreamGraph) {
   for (size_t o = 0; o < out[0].size(); ++o) EXPECT_EQ(out[0][o].data, out[1][o].data);
 }
 
+// DETFORGE_CUDA_SMALL_LINEAR=1 runs l3 (K = 8 -> N = 16, ReLU) on the own small-K kernel
+// (kernels/small_linear.cu); l1 and l2 (K and N of 16 and 32) stay with cuBLASLt. Still the host
+// result; the variable takes only 0 or 1.
+TEST_P(CudaEngineTest, SmallLinearKernelInTheEngineMatchesHostReference) {
+  Net n = make_net();
+  EngineOptions opt;
+  opt.max_batch = 3;
+  opt.precision = GetParam();
+  setenv("DETFORGE_CUDA_SMALL_LINEAR", "1", 1);
+  auto eng = make_cuda_engine(n.g, opt);
+  unsetenv("DETFORGE_CUDA_SMALL_LINEAR");
+  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->small_linears(3, cuda::SmallLinear::small_k), 1);
+  EXPECT_EQ(e->small_linears(3), 1);
+  EXPECT_TRUE(e->graph_captured(3));
+  const int B = 3, px_n = 16 * 16 * 3;
+  auto px = random_vec(B * px_n, 0, 1, 45);
+  auto out = e->run(px.data(), B);
+  ASSERT_EQ(out.size(), 1u);
+  const bool half = std::string(GetParam()) == "fp16";
+  for (int b = 0; b < B; ++b) {
+    std::vector<float> one(px.begin() + b * px_n, px.begin() + (b + 1) * px_n);
+    auto want = host_forward(n, one);
+    std::vector<float> got(out[0].data.begin() + b * 73 * 16, out[0].data.begin() + (b + 1) * 73 * 16);
+    EXPECT_TRUE(close(got, want, half ? 3e-2f : 1e-4f, half ? 2e-2f : 1e-4f)) << "image " << b;
+  }
+  setenv("DETFORGE_CUDA_SMALL_LINEAR", "2", 1);
+  EXPECT_THROW(make_cuda_engine(n.g, opt), Error);
+  unsetenv("DETFORGE_CUDA_SMALL_LINEAR");
+}
+
 // bench --profile-ops: every kernel of an eager forward is attributed to the op that launched it.
 TEST(CudaEngine, OpProfileAttributesEveryKernelToItsOp) {
   DETFORGE_REQUIRE_GPU();

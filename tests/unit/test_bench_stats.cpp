@@ -42,6 +42,11 @@ TEST(BenchKernelGroup, GroupsTheKernelsOfAnH200Profile) {
             "elementwise");
   EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda46_GLOBAL__N__57977bcf_13_layer_norm_cu_55ef655216layer_norm_vec_kI6__halfLi1EE"),
             "normalization");
+  // DETFORGE_CUDA_SMALL_LINEAR's kernels (names as nvcc mangles them; not yet seen in a profile).
+  EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda49_GLOBAL__N__1a2b3c4d_15_small_linear_cu_5e6f708121small_linear_smalln_kI6"
+                                "__halfLi4ELi1EEEvPKNS0_4PackIT_EES8_PKS5_SB_PS5_xiiN5graph3ActE"),
+            "gemm");
+  EXPECT_EQ(bench::kernel_group("small_linear_smallk_k<float, 4, 1>"), "gemm");
 }
 
 TEST(BenchKernelGroup, PerOpProfileGoesIntoTheJson) {

@@ -83,6 +83,11 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 1, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
+  // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
+  // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
+  // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR=0: all
+  // on cuBLASLt.
+  small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 1) != 0;
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
   // Measured (ab-2026-12-03b-sched): 0.7280 -> 0.7210 ms at batch 1 (PDL=2: 0.7188), batch 32
@@ -291,6 +296,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->fused.resize(g_.ops.size());
     np->own_conv.assign(g_.ops.size(), -1);
     np->lin.resize(g_.ops.size());
+    np->small_lin.assign(g_.ops.size(), SmallLinear::none);
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     plan_row_chains(*np, batch);
     schedule(*np, batch);
@@ -482,7 +488,20 @@ std::string CudaEngine::conv_fusion_summary(int batch) {
   return std::to_string(p.n_own) + " convs on own implicit-GEMM kernels, " + std::to_string(p.n_fused - p.n_own) +
          " fused in cuDNN, " + std::to_string(p.n_unfused) + " with a separate epilogue" +
          (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")") + "; " +
-         std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels";
+         std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels, " +
+         std::to_string(small_linears(batch)) + " on own small-K/small-N kernels";
+}
+int CudaEngine::small_linears(int batch, SmallLinear kind) {
+  const BatchPlan& p = plan(batch);
+  int n = 0;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const SmallLinear k = p.small_lin[i];
+    if (k == SmallLinear::none || (kind != SmallLinear::none && k != kind)) continue;
+    const int c = chain_of_.empty() ? -1 : chain_of_[i];
+    if (c >= 0 && p.chain_on[c]) continue;  // runs inside the chain's row_mlp launch
+    ++n;
+  }
+  return n;
 }
 bool CudaEngine::graph_captured(int batch) {
   prepare(batch);

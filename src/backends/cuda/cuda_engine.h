@@ -17,6 +17,7 @@
 #include "backends/cuda/cublaslt_linear.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/cudnn_fused_conv.h"
+#include "backends/cuda/kernels/kernels.h"
 #include "backends/engine.h"
 #include "backends/image_input_spec.h"
 #include "detforge/types.h"
@@ -80,6 +81,9 @@ class CudaEngine : public Engine {
   int graph_streams(int batch);
   int graph_waits(int batch);
   int graph_memsets_replaced(int batch);  // DETFORGE_CUDA_MEMSET_KERNELS=1: memset nodes run as kernels
+  // Linears of `batch` that run on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR=1),
+  // not counting those inside a fused row chain; kind none counts both kinds.
+  int small_linears(int batch, SmallLinear kind = SmallLinear::none);
   // Per-op profiling: one eager forward (single stream, current inputs) with hook(i, true)
   // before op i's launches and hook(i, false) after; i == -1 is the input conversion.
   void run_eager_hooked(int batch, const std::function<void(int, bool)>& hook);
@@ -93,6 +97,7 @@ class CudaEngine : public Engine {
     int n_fused = 0, n_unfused = 0, n_own = 0, n_own_linear = 0;
     std::string unfused_why;  // first reason a conv was not fused
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
+    std::vector<SmallLinear> small_lin;  // by op index (linear): own small-K/N kernel; none: lin / own_conv
     std::vector<char> chain_on;  // by row chain: one row_mlp launch at this batch
     graph::StreamSchedule sched;       // entry 0: the input conversion, entry i+1: op i
     std::vector<cudaEvent_t> events;   // per schedule entry that another stream waits for
@@ -154,6 +159,9 @@ class CudaEngine : public Engine {
   // tail of the batch-1 forward (H200 timeline).
   bool early_outputs_ = true;
   int pdl_mode_ = 1;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels (default), 2 same-stream edges only
+  // DETFORGE_CUDA_SMALL_LINEAR (default 1): linears with K <= 8 or N <= 8 on
+  // kernels/small_linear.cu instead of cuBLASLt (build_op_plan).
+  bool small_linear_ = true;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
   std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1

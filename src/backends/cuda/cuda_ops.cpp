@@ -118,6 +118,13 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const int64_t rows = g_.tensor(op.inputs[0]).numel() / K * batch;
     const bool bias = op.inputs.size() > 2 && op.inputs[2] != graph::kNoTensor;
     const bool res = op.inputs.size() > 3 && op.inputs[3] != graph::kNoTensor;
+    if (small_linear_) {
+      // K <= 8 or N <= 8: own kernel, no library plan (kernels/small_linear.cu says why).
+      p.small_lin[i] = small_linear_kind(rows, N, K, half_, ptr(op.inputs[0]), ptr(op.inputs[1]),
+                                         bias ? ptr(op.inputs[2]) : nullptr, res ? ptr(op.inputs[3]) : nullptr,
+                                         ptr(op.outputs[0]));
+      if (p.small_lin[i] != SmallLinear::none) return;
+    }
     const bool relu = op.act() == Act::relu && !res;
     p.lin[i] = std::make_unique<LtLinear>(lt_, static_cast<int>(rows), N, K, half_, bias, relu, res,
                                           std::min(kLtWorkspace, workspace_bytes_), op_label(op));
@@ -173,6 +180,11 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
     case OpKind::linear: {
       const int N = static_cast<int>(shape(1)[0]);
       const Act act = op.act();
+      if (p.small_lin[i] != SmallLinear::none) {  // act and residual in the kernel
+        small_linear(p.small_lin[i], in(0), in(1), in(2), in(3), y, n_out / N, N, static_cast<int>(shape(1)[1]), act,
+                     half_, s);
+        break;
+      }
       const bool fused = act == Act::none || (act == Act::relu && !in(3));
       if (p.own_conv[i] >= 0) {
         const int K = static_cast<int>(shape(1)[1]);

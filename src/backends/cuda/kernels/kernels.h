@@ -93,6 +93,20 @@ void gather_rows(const void* x, const int32_t* idx, void* y, int B, int L, int K
 // box_refine.cu: y = sigmoid(delta + inverse_sigmoid(ref)), n elements, fp32 math.
 void box_refine(const void* delta, const void* ref, void* y, int64_t n, bool half, cudaStream_t s);
 
+// small_linear.cu: y[rows,N] = act(x[rows,K] W[N,K]^T + bias (+ res[rows,N])), for the linears
+// where a library GEMM is mostly setup: small_k (K <= 8, N % 8 == 0; W, bias, res and y 16-byte
+// aligned) and small_n (N <= 8, K a whole number of 16-byte packs; x and W 16-byte aligned).
+// bias and res may be null; any act; fp32 accumulation, one rounding at the store.
+// small_linear_kind says which one takes the shape and pointers (small_k first), none if neither;
+// small_linear throws when `kind` is not what small_linear_kind gives for its arguments.
+constexpr int kSmallLinearMaxK = 8, kSmallLinearMaxN = 8;
+enum class SmallLinear { none, small_k, small_n };
+SmallLinear small_linear_kind(int64_t rows, int N, int K, bool half, const void* x, const void* w, const void* bias,
+                              const void* res, const void* y);
+const char* small_linear_name(SmallLinear k);
+void small_linear(SmallLinear kind, const void* x, const void* w, const void* bias, const void* res, void* y,
+                  int64_t rows, int N, int K, Act act, bool half, cudaStream_t s);
+
 // pool.cu: NHWC pooling. pad never wins the max; avg divides by the in-bounds count.
 void max_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
                 bool half, cudaStream_t s);
