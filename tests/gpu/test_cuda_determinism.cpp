@@ -39,10 +39,12 @@ std::string describe_difference(const std::vector<HostTensor>& a, const std::vec
   return s;
 }
 
-// The default engine, without PDL, and on one stream (a race between streams would pass there),
-// each replayed 40 times. On the H200 (2026-12-03) the default engine of that day failed this:
-// 17 of 40 replays differed. Convolution plans are now deterministic
-// (DETFORGE_CUDA_CONV_DETERMINISTIC=0 brings back cuDNN's others, for a manual run).
+// The default engine, without PDL, on one stream (a race between streams would pass there) and
+// with all fused convs ordered on one cuDNN handle, each replayed 40 times. On the H200
+// (2026-12-03) the default engine of that day failed this: up to 28 of 40 replays differed, by
+// up to 4 in a logit, with 2 or 4 streams and with or without PDL; one stream or the legacy
+// conv API passed. The fix: one cuDNN handle per stream (DETFORGE_CUDA_CONV_HANDLES, in
+// cuda_engine.h); =0 brings back the shared handle, for a manual run.
 class CudaDeterminism : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
@@ -83,7 +85,8 @@ TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(R18vd, CudaDeterminism,
-                         ::testing::Values("", "DETFORGE_CUDA_PDL=0", "DETFORGE_CUDA_STREAMS=1"));
+                         ::testing::Values("", "DETFORGE_CUDA_PDL=0", "DETFORGE_CUDA_STREAMS=1",
+                                           "DETFORGE_CUDA_CONV_HANDLES=2"));
 
 // Engine settings that change how the forward is scheduled, not what it computes: turned off,
 // the outputs must be bit-identical to the default engine's. MEMSET_KERNELS rewrites cuDNN's

@@ -260,7 +260,7 @@ TEST_P(CudaEngineTest, SmallLinearKernelInTheEngineMatchesHostReference) {
     std::vector<float> got(out[0].data.begin() + b * 73 * 16, out[0].data.begin() + (b + 1) * 73 * 16);
     EXPECT_TRUE(close(got, want, half ? 3e-2f : 1e-4f, half ? 2e-2f : 1e-4f)) << "image " << b;
   }
-  setenv("DETFORGE_CUDA_SMALL_LINEAR", "2", 1);
+  setenv("DETFORGE_CUDA_SMALL_LINEAR", "3", 1);
   EXPECT_THROW(make_cuda_engine(n.g, opt), Error);
   unsetenv("DETFORGE_CUDA_SMALL_LINEAR");
 }

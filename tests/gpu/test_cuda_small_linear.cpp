@@ -1,7 +1,7 @@
 // The small-K and small-N linear kernels (kernels/small_linear.cu) against the host loop of
 // host_ref.h, fp32 and fp16, at the decoder's shapes (300 rows per image), one row, a partial
 // block (37) and the encoder's 8400 rows, with and without bias and residual; the shape and
-// pointer rules that pick them; and the r18vd engine with DETFORGE_CUDA_SMALL_LINEAR=1 against
+// pointer rules that pick them; and the r18vd engine with DETFORGE_CUDA_SMALL_LINEAR=2 against
 // the default (cuBLASLt) engine.
 #include <algorithm>
 #include <cmath>
@@ -127,7 +127,8 @@ TEST(CudaSmallLinearKind, TakesOnlyTheShapesAndPointersItSupports) {
                Error);
 }
 
-// The r18vd-shaped model with DETFORGE_CUDA_SMALL_LINEAR=1 against =0 (all linears on cuBLASLt),
+// The r18vd-shaped model with DETFORGE_CUDA_SMALL_LINEAR=2 (both kernels) against =0 (all linears
+// on cuBLASLt),
 // batch 2. Both sum in fp32 and round once, in different orders, so outputs agree up to the
 // rounding of those 9 ops and what it moves downstream. Tolerances and the query matching are
 // those of RowMlpEngine.R18vdFusedEqualsUnfused (fp16); fp32 to 1e-3 as the fp32 parity test.
@@ -157,7 +158,7 @@ void r18vd_on_equals_off(const char* precision) {
   EXPECT_EQ(want_n, 6);
   std::vector<HostTensor> out[2];
   for (int k = 0; k < 2; ++k) {
-    setenv("DETFORGE_CUDA_SMALL_LINEAR", k == 0 ? "0" : "1", 1);
+    setenv("DETFORGE_CUDA_SMALL_LINEAR", k == 0 ? "0" : "2", 1);
     auto eng = make_cuda_engine(lb.graph, eo);
     unsetenv("DETFORGE_CUDA_SMALL_LINEAR");
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());

@@ -76,6 +76,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   share_conv_plans_ = env_int("DETFORGE_CUDA_SHARE_CONV_PLANS", 0, 0, 1) != 0;
+  conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", 1, 0, 2);
   // Measured on the H200 (bench/results/h200/ab-2026-12-03b-sched, fp16 engine p50): memset nodes
   // as kernels 0.7280 -> 0.7255 ms at batch 1, 6.378 -> 6.317 ms at batch 32; early outputs alone
   // within noise; both on by default (=0 turns each off).
@@ -85,9 +86,12 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
   // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
-  // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR=0: all
-  // on cuBLASLt.
-  small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 1) != 0;
+  // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR: 0 all
+  // on cuBLASLt, 1 (default) the small-K kernel only, 2 both. Measured (H200, fp16 batch 1,
+  // ab-2026-12-03b-sched call 3): small-K 2.3-3.2 us against CUTLASS's 2.9-3.8; small-N slower
+  // everywhere (4.2-5.0 us against 3.6-3.7 for N = 4 at 300 rows, 15.4 against 3.6 for the
+  // 8400-row score head), and both together were 0.6814 against 0.6687 ms off.
+  small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 2);
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
   // Measured (ab-2026-12-03b-sched): 0.7280 -> 0.7210 ms at batch 1 (PDL=2: 0.7188), batch 32
@@ -184,6 +188,8 @@ CudaEngine::~CudaEngine() {
         if (ev) cudaEventDestroy(ev);
   }
   plans_.clear();
+  fused_cache_.clear();  // the plans refer to the handles destroyed below
+  for (auto h : side_cudnn_) cudnnDestroy(h);
   for (auto* w : side_ws_) cudaFree(w);
   for (auto st : side_) cudaStreamDestroy(st);
   image_input_.reset();
@@ -300,6 +306,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     plan_row_chains(*np, batch);
     schedule(*np, batch);
+    bind_convs_to_stream_handles(*np, batch);
     p = std::move(np);
   }
   return *p;
@@ -327,6 +334,9 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     if (op.kind != OpKind::reshape)
       for (auto t : op.outputs) acc[i + 1].writes.push_back(range(t));
   }
+  if (conv_handles_ == 2)  // one order for all fused convs: each "writes" the same pseudo range
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      if (p.fused[i]) acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
   p.sched = graph::schedule_streams(acc, max_streams_);
   std::string why;
   if (!graph::schedule_is_safe(acc, p.sched, &why)) throw Error("cuda backend: unsafe stream schedule: " + why);
@@ -340,6 +350,24 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     DF_CUDA(cudaMalloc(&ws, workspace_bytes_));
     side_.push_back(st);
     side_ws_.push_back(ws);
+  }
+  while (conv_handles_ == 1 && side_cudnn_.size() < side_.size()) {
+    cudnnHandle_t h = nullptr;
+    DF_CUDNN(cudnnCreate(&h), "side stream");
+    side_cudnn_.push_back(h);
+  }
+}
+
+void CudaEngine::bind_convs_to_stream_handles(BatchPlan& p, int batch) {
+  if (conv_handles_ != 1) return;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const int st = p.sched.stream[i + 1];
+    if (!p.fused[i] || st == 0) continue;
+    std::string why;
+    auto fc = fused_conv_plan(i, batch, side_cudnn_[st - 1], "@" + std::to_string(st), &why);
+    if (!fc) throw Error("cuda backend: conv " + g_.ops[i].name + " has a cuDNN plan on the main handle but none on "
+                         "stream " + std::to_string(st) + "'s: " + why);
+    p.fused[i] = std::move(fc);
   }
 }
 

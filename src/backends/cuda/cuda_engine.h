@@ -136,6 +136,13 @@ class CudaEngine : public Engine {
   ConvShape conv_shape(size_t i, int batch) const;        // cuda_ops.cpp
   // The op's buffers (at load: scratch the selection may fill) and stream_'s workspace.
   ConvBuffers op_buffers(const graph::Op& op, bool bias, bool res) const;  // cuda_ops.cpp
+  std::string conv_key(size_t i, int batch) const;                          // shape/epilogue key
+  // The fused cuDNN plan of conv op i built on handle h (cached by key + tag); null if unsupported.
+  std::shared_ptr<FusedConv> fused_conv_plan(size_t i, int batch, cudnnHandle_t h, const std::string& tag,
+                                             std::string* why);
+  // conv_handles_ == 1: fused convs scheduled on side stream k are re-planned on that stream's
+  // own cuDNN handle (side_cudnn_).
+  void bind_convs_to_stream_handles(BatchPlan& p, int batch);
   void* ptr(graph::TensorId t) const { return slots_[slots_[t].root].dev; }
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
@@ -159,9 +166,9 @@ class CudaEngine : public Engine {
   // tail of the batch-1 forward (H200 timeline).
   bool early_outputs_ = true;
   int pdl_mode_ = 1;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels (default), 2 same-stream edges only
-  // DETFORGE_CUDA_SMALL_LINEAR (default 1): linears with K <= 8 or N <= 8 on
-  // kernels/small_linear.cu instead of cuBLASLt (build_op_plan).
-  bool small_linear_ = true;
+  // DETFORGE_CUDA_SMALL_LINEAR: 0 off, 1 (default) linears with K <= 8 on kernels/small_linear.cu
+  // instead of cuBLASLt, 2 also those with N <= 8 (build_op_plan).
+  int small_linear_ = 1;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
   std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1
@@ -198,6 +205,15 @@ class CudaEngine : public Engine {
   // one plan object was the suspect no byte-range hazard covers.
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   bool share_conv_plans_ = false;
+  // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams are kept
+  // apart. With one cuDNN handle for every stream (0), replays of the 4-stream r18vd graph
+  // differed from each other on the H200 (logits by up to 4, CudaDeterminism 2026-12-03); with
+  // the legacy conv API (DETFORGE_CUDA_FUSED_CONV=0) or one stream they did not, nor did one plan
+  // object per op help. 1 (default): one handle per stream, each side stream's convs planned on
+  // its own; 2: one handle, and the schedule orders all fused convs one after another (a shared
+  // pseudo byte range), while other ops still overlap them.
+  int conv_handles_ = 1;
+  std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
   OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   int pending_batch_ = 0;

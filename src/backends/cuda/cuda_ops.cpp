@@ -71,6 +71,34 @@ ConvBuffers CudaEngine::op_buffers(const graph::Op& op, bool bias, bool res) con
   return cb;
 }
 
+std::string CudaEngine::conv_key(size_t i, int batch) const {
+  const graph::Op& op = g_.ops[i];
+  const ConvShape s = conv_shape(i, batch);
+  const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+  return std::to_string(s.B) + "," + std::to_string(s.H) + "," + std::to_string(s.W) + "," + std::to_string(s.Ci) +
+         "," + std::to_string(s.Co) + "," + std::to_string(s.kh) + "," + std::to_string(s.kw) + "," +
+         std::to_string(s.stride) + "," + std::to_string(s.pad) + "," + std::to_string(bias) + std::to_string(res) +
+         graph::act_name(op.act());
+}
+
+std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudnnHandle_t h, const std::string& tag,
+                                                       std::string* why) {
+  const graph::Op& op = g_.ops[i];
+  const ConvShape s = conv_shape(i, batch);
+  const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+  const std::string plan_key = conv_key(i, batch) + tag + (share_conv_plans_ ? "" : "#" + std::to_string(i));
+  auto it = fused_cache_.find(plan_key);
+  if (it == fused_cache_.end()) {
+    const ConvBuffers cb = op_buffers(op, bias, res);
+    const ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
+    std::unique_ptr<FusedConv> fc;
+    if (conv_ws0_) fc = make_fused_conv(h, s, bias, res, op.act(), 0, why, &tune);
+    if (!fc) fc = make_fused_conv(h, s, bias, res, op.act(), workspace_bytes_, why, &tune);
+    it = fused_cache_.emplace(plan_key, std::move(fc)).first;
+  }
+  return it->second;
+}
+
 void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   const graph::Op& op = g_.ops[i];
   if (op.kind == OpKind::conv2d && static_cast<int>(i) == stem_op_) return;  // conv_stem needs no plan
@@ -79,21 +107,9 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
     if (half_ && fuse_conv_) {
       std::string why = "unsupported (cached)";
-      const std::string key = std::to_string(s.B) + "," + std::to_string(s.H) + "," + std::to_string(s.W) + "," +
-                              std::to_string(s.Ci) + "," + std::to_string(s.Co) + "," + std::to_string(s.kh) + "," +
-                              std::to_string(s.kw) + "," + std::to_string(s.stride) + "," + std::to_string(s.pad) +
-                              "," + std::to_string(bias) + std::to_string(res) + graph::act_name(op.act());
+      const std::string key = conv_key(i, batch);
       const ConvBuffers cb = op_buffers(op, bias, res);
-      const std::string plan_key = share_conv_plans_ ? key : key + "#" + std::to_string(i);
-      auto it = fused_cache_.find(plan_key);
-      if (it == fused_cache_.end()) {
-        const ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
-        std::unique_ptr<FusedConv> fc;
-        if (conv_ws0_) fc = make_fused_conv(cudnn_, s, bias, res, op.act(), 0, &why, &tune);
-        if (!fc) fc = make_fused_conv(cudnn_, s, bias, res, op.act(), workspace_bytes_, &why, &tune);
-        it = fused_cache_.emplace(plan_key, std::move(fc)).first;
-      }
-      p.fused[i] = it->second;
+      p.fused[i] = fused_conv_plan(i, batch, cudnn_, "", &why);
       if (p.fused[i] || own_conv_ == OwnConvMode::force) {
         auto oc = own_conv_cache_.find(key);
         if (oc == own_conv_cache_.end()) {
@@ -123,6 +139,8 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       p.small_lin[i] = small_linear_kind(rows, N, K, half_, ptr(op.inputs[0]), ptr(op.inputs[1]),
                                          bias ? ptr(op.inputs[2]) : nullptr, res ? ptr(op.inputs[3]) : nullptr,
                                          ptr(op.outputs[0]));
+      // The small-N kernel measured slower than cuBLASLt on every r18vd use (mode 2 only).
+      if (p.small_lin[i] == SmallLinear::small_n && small_linear_ < 2) p.small_lin[i] = SmallLinear::none;
       if (p.small_lin[i] != SmallLinear::none) return;
     }
     const bool relu = op.act() == Act::relu && !res;
