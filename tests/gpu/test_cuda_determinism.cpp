@@ -40,11 +40,12 @@ std::string describe_difference(const std::vector<HostTensor>& a, const std::vec
 }
 
 // The default engine, without PDL, on one stream (a race between streams would pass there) and
-// with all fused convs ordered on one cuDNN handle, each replayed 40 times. On the H200
-// (2026-12-03) the default engine of that day failed this: up to 28 of 40 replays differed, by
-// up to 4 in a logit, with 2 or 4 streams and with or without PDL; one stream or the legacy
-// conv API passed. The fix: one cuDNN handle per stream (DETFORGE_CUDA_CONV_HANDLES, in
-// cuda_engine.h); =0 brings back the shared handle, for a manual run.
+// with all fused convs ordered on one cuDNN handle, each replayed 40 times. Known to fail for the
+// default engine: on the H200 (2026-12-03) up to 28 of 40 replays differed, by up to 4 in a logit
+// and in the top-k order, with 2 or 4 streams, with or without PDL, and with one plan object per
+// op; one stream and the legacy conv API (DETFORGE_CUDA_FUSED_CONV=0) passed, and so did
+// DETFORGE_CUDA_CONV_HANDLES=2 (fused convs ordered) in its one run. Open: see cuda_engine.h
+// (conv_handles_) and src/backends/cuda/NOTES.md v9.
 class CudaDeterminism : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {

@@ -205,14 +205,19 @@ class CudaEngine : public Engine {
   // one plan object was the suspect no byte-range hazard covers.
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   bool share_conv_plans_ = false;
-  // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams are kept
-  // apart. With one cuDNN handle for every stream (0), replays of the 4-stream r18vd graph
-  // differed from each other on the H200 (logits by up to 4, CudaDeterminism 2026-12-03); with
-  // the legacy conv API (DETFORGE_CUDA_FUSED_CONV=0) or one stream they did not, nor did one plan
-  // object per op help. 1 (default): one handle per stream, each side stream's convs planned on
-  // its own; 2: one handle, and the schedule orders all fused convs one after another (a shared
-  // pseudo byte range), while other ops still overlap them.
-  int conv_handles_ = 1;
+  // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams share cuDNN.
+  // 0 (default): one handle for every stream, as in every release so far. Replays of the 4-stream
+  // r18vd graph at batch 2 differ from each other (logits and top-k order; CudaDeterminism,
+  // H200 2026-12-03, 4 of 5 runs); one stream, or the legacy conv API (fp32, or
+  // DETFORGE_CUDA_FUSED_CONV=0), did not. fp16 quality held with it (parity test, batch 1, same
+  // day; shapes_val256 AP 0.7113 vs fp32 0.7115 the day before).
+  // 1: one handle per stream, each side stream's convs planned on their own. Replays agreed once
+  // at batch 2, but fp16 detections on shapes_val256 (batch 1) broke: precision 0.91, AP 0.663
+  // against fp32's 0.7115, differing from run to run (bench/results/h200/quality/2026-12-03b).
+  // 2: one handle, and the schedule orders all fused convs one after another (a shared pseudo
+  // byte range) while other ops still overlap them. Replays agreed once at batch 2; its speed and
+  // quality are not measured yet.
+  int conv_handles_ = 0;
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
   OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
