@@ -275,50 +275,40 @@ std::optional<MergedPair> merge_pair(Graph& g, const std::vector<std::vector<int
 
 }  // namespace
 
-int merge_qk_projections(Graph& g) {
+namespace {
+
+// For each op of `kind` with `n_inputs` inputs whose inputs a and b come from two mergeable
+// linears (merge_pair): one stacked linear feeds both inputs, read from columns 0 (col_a) and
+// the first linear's width (col_b).
+int merge_projection_pairs(Graph& g, OpKind kind, size_t n_inputs, int a, int b, const char* col_a,
+                           const char* col_b) {
   auto cons = consumers(g);
   auto prod = producers(g);
   std::vector<char> dead(g.ops.size(), 0);
   int n = 0;
-  for (size_t a = 0; a < g.ops.size(); ++a) {
-    Op& att = g.ops[a];
-    if (att.kind != OpKind::attention || att.inputs.size() != 3 || att.attrs.contains("q_col") ||
-        att.attrs.contains("k_col") || att.inputs[0] == att.inputs[1])
+  for (size_t m = 0; m < g.ops.size(); ++m) {
+    Op& op = g.ops[m];
+    if (op.kind != kind || op.inputs.size() != n_inputs || op.attrs.contains(col_a) || op.attrs.contains(col_b) ||
+        op.inputs[a] == op.inputs[b])
       continue;
-    const int iq = prod[att.inputs[0]], ik = prod[att.inputs[1]];
-    const auto qk = merge_pair(g, cons, dead, iq, ik, static_cast<int>(a));
-    if (!qk) continue;
-    att.inputs[0] = qk->out;
-    att.inputs[1] = qk->out;
-    att.attrs["q_col"] = 0;
-    att.attrs["k_col"] = qk->b_col;
+    const auto pair = merge_pair(g, cons, dead, prod[op.inputs[a]], prod[op.inputs[b]], static_cast<int>(m));
+    if (!pair) continue;
+    op.inputs[a] = pair->out;
+    op.inputs[b] = pair->out;
+    op.attrs[col_a] = 0;
+    op.attrs[col_b] = pair->b_col;
     ++n;
   }
   erase_ops(g, dead);
   return n;
 }
 
+}  // namespace
+
+int merge_qk_projections(Graph& g) { return merge_projection_pairs(g, OpKind::attention, 3, 0, 1, "q_col", "k_col"); }
+
 int merge_deform_projections(Graph& g) {
-  auto cons = consumers(g);
-  auto prod = producers(g);
-  std::vector<char> dead(g.ops.size(), 0);
-  int n = 0;
-  for (size_t m = 0; m < g.ops.size(); ++m) {
-    Op& da = g.ops[m];
-    if (da.kind != OpKind::ms_deform_attn || da.inputs.size() != 5 || da.attrs.contains("off_col") ||
-        da.attrs.contains("aw_col") || da.inputs[1] == da.inputs[2])
-      continue;
-    const int io = prod[da.inputs[1]], iw = prod[da.inputs[2]];
-    const auto ow = merge_pair(g, cons, dead, io, iw, static_cast<int>(m));
-    if (!ow) continue;
-    da.inputs[1] = ow->out;
-    da.inputs[2] = ow->out;
-    da.attrs["off_col"] = 0;
-    da.attrs["aw_col"] = ow->b_col;
-    ++n;
-  }
-  erase_ops(g, dead);
-  return n;
+  return merge_projection_pairs(g, OpKind::ms_deform_attn, 5, 1, 2, "off_col", "aw_col");
 }
 
 int eliminate_dead_code(Graph& g) {
