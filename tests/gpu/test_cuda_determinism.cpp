@@ -89,6 +89,46 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaDeterminism,
                          ::testing::Values("", "DETFORGE_CUDA_PDL=0", "DETFORGE_CUDA_STREAMS=1",
                                            "DETFORGE_CUDA_CONV_HANDLES=2"));
 
+// Where replays start to differ (DETFORGE_CUDA_SNAPSHOTS=1 copies every op's output inside the
+// graph): per differing replay, the first op in issue order whose output changed, and how many
+// ops changed. Fails while the determinism defect is open (NOTES.md v9); its message is the
+// diagnosis the next device run needs. The copies add graph nodes and may move the timing.
+TEST(CudaDeterminism, R18vdFirstOpThatDiffersBetweenReplays) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 11);
+  EngineOptions eo;
+  eo.max_batch = 2;
+  eo.precision = "fp16";
+  setenv("DETFORGE_CUDA_SNAPSHOTS", "1", 1);
+  auto eng = make_cuda_engine(lb.graph, eo);
+  unsetenv("DETFORGE_CUDA_SNAPSHOTS");
+  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->graph_captured(2));
+  e->run(px.data(), 2);
+  const auto first = e->op_snapshots(2);
+  ASSERT_GT(first.size(), 100u);
+  int differing = 0;
+  std::string report;
+  for (int r = 0; r < 20; ++r) {
+    e->run(px.data(), 2);
+    const auto again = e->op_snapshots(2);
+    ASSERT_EQ(again.size(), first.size());
+    int changed = 0;
+    std::string first_op;
+    for (size_t i = 0; i < first.size(); ++i)
+      if (again[i].second != first[i].second && changed++ == 0) first_op = first[i].first;
+    if (changed) {
+      ++differing;
+      report += "\n  replay " + std::to_string(r) + ": first " + first_op + ", " + std::to_string(changed) + " ops changed";
+    }
+  }
+  EXPECT_EQ(differing, 0) << "replays that differ from the first:" << report;
+}
+
 // Engine settings that change how the forward is scheduled, not what it computes: turned off,
 // the outputs must be bit-identical to the default engine's. MEMSET_KERNELS rewrites cuDNN's
 // memset nodes as kernel nodes (the same bytes written), EARLY_OUTPUTS converts outputs on their

@@ -77,6 +77,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   share_conv_plans_ = env_int("DETFORGE_CUDA_SHARE_CONV_PLANS", 0, 0, 1) != 0;
   conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", 0, 0, 2);  // cuda_engine.h says why 0
+  snapshots_ = env_int("DETFORGE_CUDA_SNAPSHOTS", 0, 0, 1) != 0;
   // Measured on the H200 (bench/results/h200/ab-2026-12-03b-sched, fp16 engine p50): memset nodes
   // as kernels 0.7280 -> 0.7255 ms at batch 1, 6.378 -> 6.317 ms at batch 32; early outputs alone
   // within noise; both on by default (=0 turns each off).
@@ -183,9 +184,11 @@ CudaEngine::~CudaEngine() {
   if (stream_) cudaStreamSynchronize(stream_);
   for (auto& p : plans_) {
     if (p && p->exec) cudaGraphExecDestroy(p->exec);
-    if (p)
+    if (p) {
       for (auto ev : p->events)
         if (ev) cudaEventDestroy(ev);
+      for (auto* b : p->snap) cudaFree(b);
+    }
   }
   plans_.clear();
   fused_cache_.clear();  // the plans refer to the handles destroyed below
@@ -307,6 +310,17 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     plan_row_chains(*np, batch);
     schedule(*np, batch);
     bind_convs_to_stream_handles(*np, batch);
+    if (snapshots_) {
+      np->snap.assign(g_.ops.size(), nullptr);
+      np->snap_bytes.assign(g_.ops.size(), 0);
+      for (size_t i = 0; i < g_.ops.size(); ++i) {
+        if (g_.ops[i].kind == OpKind::reshape) continue;
+        const TensorId t = g_.ops[i].outputs[0];
+        const size_t es = slots_[slots_[t].root].i32 ? 4 : (half_ ? 2 : 4);
+        np->snap_bytes[i] = static_cast<size_t>(g_.tensor(t).numel()) * batch * es;
+        DF_CUDA(cudaMalloc(&np->snap[i], np->snap_bytes[i]));
+      }
+    }
     p = std::move(np);
   }
   return *p;
@@ -420,6 +434,10 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
       const PdlOff same_stream_only(concurrent && pdl_mode_ == 2 && !sc.waits[i + 1].empty());
       launch_op(i, p, batch, stream_of(i + 1), ws_of(i + 1));
     }
+    // Before the op's event: a later writer of these bytes on another stream waits for the copy.
+    if (!p.snap.empty() && p.snap[i])
+      DF_CUDA(cudaMemcpyAsync(p.snap[i], ptr(g_.ops[i].outputs[0]), p.snap_bytes[i], cudaMemcpyDeviceToDevice,
+                              stream_of(i + 1)));
     after(i + 1);
     if (hook) (*hook)(static_cast<int>(i), false);
     if (early_outputs_)  // converted on the producer's stream now, not after the join
@@ -615,6 +633,19 @@ std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int
 // --- end GPU preprocessing ---
 
 int CudaEngine::graph_streams(int batch) { return plan(batch).sched.streams; }
+std::vector<std::pair<std::string, std::vector<char>>> CudaEngine::op_snapshots(int batch) {
+  std::vector<std::pair<std::string, std::vector<char>>> r;
+  auto& p = plan(batch);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  for (size_t i = 0; i < p.snap.size(); ++i) {
+    if (!p.snap[i]) continue;
+    std::vector<char> h(p.snap_bytes[i]);
+    DF_CUDA(cudaMemcpy(h.data(), p.snap[i], h.size(), cudaMemcpyDeviceToHost));
+    r.emplace_back(g_.ops[i].name, std::move(h));
+  }
+  return r;
+}
+
 int CudaEngine::graph_memsets_replaced(int batch) {
   prepare(batch);
   return plan(batch).memsets_replaced;

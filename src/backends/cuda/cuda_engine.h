@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/conv_select.h"
@@ -81,6 +82,11 @@ class CudaEngine : public Engine {
   int graph_streams(int batch);
   int graph_waits(int batch);
   int graph_memsets_replaced(int batch);  // DETFORGE_CUDA_MEMSET_KERNELS=1: memset nodes run as kernels
+  // DETFORGE_CUDA_SNAPSHOTS=1 (a debugging aid, off by default): every op's first output is
+  // copied into a buffer of its own right after the op, inside the captured graph, so that two
+  // replays can be compared op by op. Returns (op name, bytes) per op in issue order, after the
+  // last run of `batch`; empty when the setting is off.
+  std::vector<std::pair<std::string, std::vector<char>>> op_snapshots(int batch);
   // Linears of `batch` that run on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR=1),
   // not counting those inside a fused row chain; kind none counts both kinds.
   int small_linears(int batch, SmallLinear kind = SmallLinear::none);
@@ -104,6 +110,8 @@ class CudaEngine : public Engine {
     cudaGraphExec_t exec = nullptr;
     int nodes = 0;
     int memsets_replaced = 0;  // DETFORGE_CUDA_MEMSET_KERNELS
+    std::vector<void*> snap;          // by op: DETFORGE_CUDA_SNAPSHOTS copy of its output, or null
+    std::vector<size_t> snap_bytes;
     std::string capture_error;
   };
   struct Slot {
@@ -218,6 +226,7 @@ class CudaEngine : public Engine {
   // byte range) while other ops still overlap them. Replays agreed once at batch 2; its speed and
   // quality are not measured yet.
   int conv_handles_ = 0;
+  bool snapshots_ = false;  // DETFORGE_CUDA_SNAPSHOTS (op_snapshots)
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
   OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
