@@ -9,18 +9,6 @@
 
 namespace detforge::graph {
 
-namespace {
-
-int attr_or(const Op& op, const char* key, int dflt) { return op.attrs.contains(key) ? op.attr_int(key) : dflt; }
-
-double numel(const std::vector<int64_t>& s) {
-  double n = 1;
-  for (int64_t d : s) n *= static_cast<double>(d);
-  return n;
-}
-
-}  // namespace
-
 std::vector<double> path_costs(const Graph& g) {
   const auto prod = producers(g);
   std::vector<double> cost(g.ops.size(), 0.0);
@@ -33,8 +21,9 @@ std::vector<double> path_costs(const Graph& g) {
     // H200 a small kernel is ~1-2 us and the r18vd convolutions run at ~100-200 TFLOP/s.
     double gflop = 0;
     if ((op.kind == OpKind::conv2d || op.kind == OpKind::linear) && !op.outputs.empty() && op.inputs.size() >= 2) {
-      const auto& w = g.tensor(op.inputs[1]).shape;
-      gflop = 2.0 * numel(g.tensor(op.outputs[0]).shape) * numel(w) / static_cast<double>(w[0]) * 1e-9;
+      const Tensor& w = g.tensor(op.inputs[1]);
+      gflop = 2.0 * static_cast<double>(g.tensor(op.outputs[0]).numel()) * static_cast<double>(w.numel()) /
+              static_cast<double>(w.shape[0]) * 1e-9;
     }
     cost[i] = before + 1.0 + gflop;
   }
@@ -49,7 +38,7 @@ int fold_avg_pool_into_conv(Graph& g) {
     const Op& pool = g.ops[i];
     if (pool.kind != OpKind::avg_pool2d) continue;
     const int k = pool.attr_int("kernel");
-    if (attr_or(pool, "stride", k) != k || attr_or(pool, "pad", 0) != 0) continue;
+    if (pool.attr_int_or("stride", k) != k || pool.attr_int_or("pad", 0) != 0) continue;
     const auto& xs = g.tensor(pool.inputs[0]).shape;
     // Whole windows only: then ceil_mode adds none and every divisor is k*k.
     if (xs.size() != 3 || xs[0] % k != 0 || xs[1] % k != 0) continue;
@@ -57,8 +46,8 @@ int fold_avg_pool_into_conv(Graph& g) {
     if (cons[pooled].size() != 1 || cons[pooled][0] < 0) continue;
     const int ci = cons[pooled][0];
     Op& conv = g.ops[ci];
-    if (conv.kind != OpKind::conv2d || conv.inputs[0] != pooled || attr_or(conv, "stride", 1) != 1 ||
-        attr_or(conv, "pad", 0) != 0 || attr_or(conv, "groups", 1) != 1)
+    if (conv.kind != OpKind::conv2d || conv.inputs[0] != pooled || conv.attr_int_or("stride", 1) != 1 ||
+        conv.attr_int_or("pad", 0) != 0 || conv.attr_int_or("groups", 1) != 1)
       continue;
     Tensor& w = g.tensor(conv.inputs[1]);
     if (!w.is_const || w.shape.size() != 4 || w.shape[2] != 1 || w.shape[3] != 1) continue;

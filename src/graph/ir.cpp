@@ -64,6 +64,7 @@ int Op::attr_int(const char* key) const {
   if (!attrs.contains(key)) throw Error("op " + name + " (" + op_kind_name(kind) + ") lacks attribute '" + key + "'");
   return attrs.at(key).get<int>();
 }
+int Op::attr_int_or(const char* key, int dflt) const { return attrs.contains(key) ? attr_int(key) : dflt; }
 float Op::attr_float(const char* key) const {
   if (!attrs.contains(key)) throw Error("op " + name + " (" + op_kind_name(kind) + ") lacks attribute '" + key + "'");
   return attrs.at(key).get<float>();
@@ -100,9 +101,19 @@ TensorId Graph::find(const std::string& name) const {
   return kNoTensor;
 }
 
+namespace {
+
+// Why `width` columns from column `col` do not fit rows `ld` wide ("" when they do).
+std::string column_slice_error(const std::string& what, int64_t ld, int64_t width, int64_t col) {
+  if (col >= 0 && col + width <= ld) return "";
+  return what + " has " + std::to_string(ld) + " columns, the op reads " + std::to_string(width) + " from column " +
+         std::to_string(col);
+}
+
+}  // namespace
+
 AttentionColumns attention_columns(const Op& op) {
-  auto col = [&](const char* key) -> int64_t { return op.attrs.contains(key) ? op.attr_int(key) : 0; };
-  return {col("q_col"), col("k_col"), col("v_col")};
+  return {op.attr_int_or("q_col", 0), op.attr_int_or("k_col", 0), op.attr_int_or("v_col", 0)};
 }
 
 std::string attention_columns_error(const Graph& g, const Op& op) {
@@ -114,22 +125,19 @@ std::string attention_columns_error(const Graph& g, const Op& op) {
   for (int i = 0; i < 3; ++i) {
     const auto& s = g.tensor(op.inputs[i]).shape;
     if (s.size() != 2) return "input " + std::to_string(i) + " is not [rows, channels]";
-    if (col[i] < 0 || col[i] + out[1] > s[1])
-      return "input " + std::to_string(i) + " has " + std::to_string(s[1]) + " columns, the op reads " +
-             std::to_string(out[1]) + " from column " + std::to_string(col[i]);
+    if (auto why = column_slice_error("input " + std::to_string(i), s[1], out[1], col[i]); !why.empty()) return why;
   }
   return "";
 }
 
 DeformColumns deform_columns(const Graph& g, const Op& op) {
-  auto col = [&](const char* key) -> int64_t { return op.attrs.contains(key) ? op.attr_int(key) : 0; };
   auto width = [&](size_t i) -> int64_t {
     if (op.inputs.size() <= i) return 0;
     const auto& s = g.tensor(op.inputs[i]).shape;
     return s.size() == 2 ? s[1] : 0;
   };
   const int64_t hlp = int64_t{op.attr_int("heads")} * op.attr_int("levels") * op.attr_int("points");
-  return {col("off_col"), col("aw_col"), width(1), width(2), hlp * 2, hlp};
+  return {op.attr_int_or("off_col", 0), op.attr_int_or("aw_col", 0), width(1), width(2), hlp * 2, hlp};
 }
 
 std::string deform_columns_error(const Graph& g, const Op& op) {
@@ -141,13 +149,8 @@ std::string deform_columns_error(const Graph& g, const Op& op) {
   if (off[0] != aw[0])
     return "offsets have " + std::to_string(off[0]) + " rows, logits " + std::to_string(aw[0]);
   const auto c = deform_columns(g, op);
-  auto outside = [](const char* what, int64_t ld, int64_t width, int64_t col) -> std::string {
-    if (col >= 0 && col + width <= ld) return "";
-    return std::string(what) + " has " + std::to_string(ld) + " columns, the op reads " + std::to_string(width) +
-           " from column " + std::to_string(col);
-  };
-  if (auto why = outside("input 1 (offsets)", c.off_ld, c.off_width, c.off_col); !why.empty()) return why;
-  return outside("input 2 (logits)", c.aw_ld, c.aw_width, c.aw_col);
+  if (auto why = column_slice_error("input 1 (offsets)", c.off_ld, c.off_width, c.off_col); !why.empty()) return why;
+  return column_slice_error("input 2 (logits)", c.aw_ld, c.aw_width, c.aw_col);
 }
 
 void Graph::validate() const {

@@ -90,6 +90,7 @@ struct Op {
   nlohmann::json attrs = nlohmann::json::object();
 
   int attr_int(const char* key) const;
+  int attr_int_or(const char* key, int dflt) const;  // dflt when the attribute is absent
   float attr_float(const char* key) const;
   Act act() const;  // attrs["act"], none when absent
 };

@@ -161,8 +161,8 @@ int fold_parallel_convs(Graph& g) {
   auto prod = producers(g);
   std::vector<char> dead(g.ops.size(), 0);
   int n = 0;
-  auto stride = [](const Op& op) { return op.attrs.contains("stride") ? op.attr_int("stride") : 1; };
-  auto pad = [](const Op& op) { return op.attrs.contains("pad") ? op.attr_int("pad") : 0; };
+  auto stride = [](const Op& op) { return op.attr_int_or("stride", 1); };
+  auto pad = [](const Op& op) { return op.attr_int_or("pad", 0); };
   for (size_t i = 0; i < g.ops.size(); ++i) {
     Op& b = g.ops[i];  // the conv that carries the sum as its residual
     if (b.kind != OpKind::conv2d || b.inputs.size() != 4 || dead[i]) continue;
@@ -272,10 +272,6 @@ std::optional<MergedPair> merge_pair(Graph& g, const std::vector<std::vector<int
   dead[std::max(ia, ib)] = 1;
   return r;
 }
-
-}  // namespace
-
-namespace {
 
 // For each op of `kind` with `n_inputs` inputs whose inputs a and b come from two mergeable
 // linears (merge_pair): one stacked linear feeds both inputs, read from columns 0 (col_a) and

@@ -152,6 +152,14 @@ class CudaEngine : public Engine {
   // own cuDNN handle (side_cudnn_).
   void bind_convs_to_stream_handles(BatchPlan& p, int batch);
   void* ptr(graph::TensorId t) const { return slots_[slots_[t].root].dev; }
+  // Bytes per element of a slot's storage (int32 indices, else fp16 or fp32), and a root slot's
+  // arena extent (max_batch images).
+  size_t elem_bytes(const Slot& s) const { return s.i32 ? 4 : (half_ ? 2 : 4); }
+  size_t slot_bytes(int root) const {
+    return static_cast<size_t>(slots_[root].per_image) * max_batch_ * elem_bytes(slots_[root]);
+  }
+  // DETFORGE_CUDA_SNAPSHOTS: one buffer per op for a copy of its first output (op_snapshots).
+  void alloc_snapshots(BatchPlan& p, int batch);
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
   std::vector<HostTensor> collect(int batch) const;

@@ -22,7 +22,6 @@ int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
   for (size_t i = from; i < to && i < s.size(); ++i) n *= s[i];
   return n;
 }
-int attr_or(const graph::Op& op, const char* k, int dflt) { return op.attrs.contains(k) ? op.attr_int(k) : dflt; }
 // y[rows, N] = x[rows, K] W[N, K]^T as a 1x1 convolution of one image of rows x 1 pixels.
 ConvShape linear_as_conv(int64_t rows, int N, int K) {
   ConvShape s;
@@ -49,8 +48,8 @@ ConvShape CudaEngine::conv_shape(size_t i, int batch) const {
   s.Co = static_cast<int>(w[0]);
   s.kh = static_cast<int>(w[2]);
   s.kw = static_cast<int>(w[3]);
-  s.stride = attr_or(op, "stride", 1);
-  s.pad = attr_or(op, "pad", 0);
+  s.stride = op.attr_int_or("stride", 1);
+  s.pad = op.attr_int_or("pad", 0);
   s.Ho = static_cast<int>(y[0]);
   s.Wo = static_cast<int>(y[1]);
   if (w[1] != s.Ci) throw Error("cuda backend: conv " + op.name + " weight has " + std::to_string(w[1]) +
@@ -171,6 +170,8 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
   auto in = [&](size_t k) -> void* {
     return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor ? ptr(op.inputs[k]) : nullptr;
   };
+  // Input k from column `col` of its rows (attention and ms_deform_attn read column slices).
+  auto in_col = [&](size_t k, int64_t col) { return static_cast<char*>(in(k)) + col * (half_ ? 2 : 4); };
   auto shape = [&](size_t k) -> const std::vector<int64_t>& { return g_.tensor(op.inputs[k]).shape; };
   const std::vector<int64_t>& oshape = g_.tensor(op.outputs[0]).shape;
   void* y = ptr(op.outputs[0]);
@@ -217,7 +218,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
     case OpKind::max_pool2d:
     case OpKind::avg_pool2d: {
       const auto& x = shape(0);
-      const int k = op.attr_int("kernel"), st = attr_or(op, "stride", k), pad = attr_or(op, "pad", 0);
+      const int k = op.attr_int("kernel"), st = op.attr_int_or("stride", k), pad = op.attr_int_or("pad", 0);
       auto f = op.kind == OpKind::max_pool2d ? max_pool2d : avg_pool2d;
       f(in(0), y, B, (int)x[0], (int)x[1], (int)x[2], (int)oshape[0], (int)oshape[1], k, st, pad, half_, s);
       break;
@@ -272,9 +273,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       const int L = (int)shape(0)[0], S = (int)shape(1)[0], C = (int)g_.tensor(op.outputs[0]).shape[1];
       const int heads = op.attr_int("heads");
       if (C % heads) throw Error("cuda backend: attention " + op.name + ": channels not divisible by heads");
-      const size_t es = half_ ? 2 : 4;
-      auto at = [&](size_t k, int64_t col) { return static_cast<char*>(in(k)) + col * es; };
-      attention(at(0, cols.q), at(1, cols.k), at(2, cols.v), y, B, L, S, C, heads, op.attr_float("scale"), half_, s,
+      attention(in_col(0, cols.q), in_col(1, cols.k), in_col(2, cols.v), y, B, L, S, C, heads, op.attr_float("scale"), half_, s,
                 {(int)shape(0)[1], (int)shape(1)[1], (int)shape(2)[1]});
       break;
     }
@@ -296,9 +295,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       // offsets and logits may be column slices of one tensor (graph::merge_deform_projections);
       // the engine checked at load that they lie inside it (graph::deform_columns_error).
       const auto cols = graph::deform_columns(g_, op);
-      const size_t es = half_ ? 2 : 4;
-      auto at = [&](size_t k, int64_t col) { return static_cast<char*>(in(k)) + col * es; };
-      ms_deform_attn(in(0), at(1, cols.off_col), at(2, cols.aw_col), in(3), in(4), y, B, Lv, Q, C, sh, half_, s,
+      ms_deform_attn(in(0), in_col(1, cols.off_col), in_col(2, cols.aw_col), in(3), in(4), y, B, Lv, Q, C, sh, half_, s,
                      {(int)cols.off_ld, (int)cols.aw_ld});
       break;
     }

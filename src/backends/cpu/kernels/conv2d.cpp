@@ -24,7 +24,7 @@ class Conv2dStep final : public DnnlEpilogueStep {
     const int64_t H = x.shape[0], W = x.shape[1], Ci = x.shape[2];
     const int64_t Co = w.shape[0], kh = w.shape[2], kw = w.shape[3];
     if (w.shape[1] != Ci) op_fail(op, "weight " + w.name + " " + shape_str(w.shape) + " does not match input channels " + std::to_string(Ci));
-    const int s = op.attr_int("stride"), p = op.attrs.contains("pad") ? op.attr_int("pad") : 0;
+    const int s = op.attr_int("stride"), p = op.attr_int_or("pad", 0);
     if (s < 1 || p < 0) op_fail(op, "bad stride/pad");
     const int64_t Ho = (H + 2 * p - kh) / s + 1, Wo = (W + 2 * p - kw) / s + 1;
     if (Ho < 1 || Wo < 1) op_fail(op, "kernel larger than the padded input");

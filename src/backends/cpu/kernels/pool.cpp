@@ -24,8 +24,8 @@ class PoolStep final : public PerImageStep {
     W_ = x.W;
     C_ = x.C;
     k_ = op.attr_int("kernel");
-    s_ = op.attrs.contains("stride") ? op.attr_int("stride") : k_;
-    p_ = op.attrs.contains("pad") ? op.attr_int("pad") : 0;
+    s_ = op.attr_int_or("stride", k_);
+    p_ = op.attr_int_or("pad", 0);
     const bool ceil_mode = op.attrs.contains("ceil_mode") && op.attrs.at("ceil_mode").get<bool>();
     if (k_ < 1 || s_ < 1 || p_ < 0 || 2 * p_ > k_) op_fail(op, "bad kernel/stride/pad");
     if (!max_ && p_ != 0) op_fail(op, "avg_pool2d with padding is not defined by the IR");

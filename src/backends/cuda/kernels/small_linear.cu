@@ -7,6 +7,7 @@
 // kernel costs ~1.2-1.5 us in the captured graph.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
@@ -188,20 +189,28 @@ void launch_smallk(const void* x, const void* w, const void* bias, const void* r
     go(small_linear_smallk_k<T, K, 1>, 1);
 }
 
+// f(std::integral_constant<int, n>{}) for n in 1..8 (the kernels' compile-time K or N); false
+// for other n.
+template <class F>
+bool with_1_to_8(int n, F&& f) {
+  switch (n) {
+    case 1: f(std::integral_constant<int, 1>{}); return true;
+    case 2: f(std::integral_constant<int, 2>{}); return true;
+    case 3: f(std::integral_constant<int, 3>{}); return true;
+    case 4: f(std::integral_constant<int, 4>{}); return true;
+    case 5: f(std::integral_constant<int, 5>{}); return true;
+    case 6: f(std::integral_constant<int, 6>{}); return true;
+    case 7: f(std::integral_constant<int, 7>{}); return true;
+    case 8: f(std::integral_constant<int, 8>{}); return true;
+  }
+  return false;
+}
+
 template <class T>
 void dispatch_smallk(const void* x, const void* w, const void* bias, const void* res, void* y, int64_t rows, int N,
                      int K, Act act, cudaStream_t s) {
-  switch (K) {
-    case 1: return launch_smallk<T, 1>(x, w, bias, res, y, rows, N, act, s);
-    case 2: return launch_smallk<T, 2>(x, w, bias, res, y, rows, N, act, s);
-    case 3: return launch_smallk<T, 3>(x, w, bias, res, y, rows, N, act, s);
-    case 4: return launch_smallk<T, 4>(x, w, bias, res, y, rows, N, act, s);
-    case 5: return launch_smallk<T, 5>(x, w, bias, res, y, rows, N, act, s);
-    case 6: return launch_smallk<T, 6>(x, w, bias, res, y, rows, N, act, s);
-    case 7: return launch_smallk<T, 7>(x, w, bias, res, y, rows, N, act, s);
-    case 8: return launch_smallk<T, 8>(x, w, bias, res, y, rows, N, act, s);
-  }
-  throw Error("small_linear: K = " + std::to_string(K) + " is not in 1..8");
+  if (!with_1_to_8(K, [&](auto k) { launch_smallk<T, decltype(k)::value>(x, w, bias, res, y, rows, N, act, s); }))
+    throw Error("small_linear: K = " + std::to_string(K) + " is not in 1..8");
 }
 
 template <class T, int N>
@@ -232,17 +241,8 @@ void launch_smalln(const void* x, const void* w, const void* bias, const void* r
 template <class T>
 void dispatch_smalln(const void* x, const void* w, const void* bias, const void* res, void* y, int64_t rows, int N,
                      int K, Act act, cudaStream_t s) {
-  switch (N) {
-    case 1: return launch_smalln<T, 1>(x, w, bias, res, y, rows, K, act, s);
-    case 2: return launch_smalln<T, 2>(x, w, bias, res, y, rows, K, act, s);
-    case 3: return launch_smalln<T, 3>(x, w, bias, res, y, rows, K, act, s);
-    case 4: return launch_smalln<T, 4>(x, w, bias, res, y, rows, K, act, s);
-    case 5: return launch_smalln<T, 5>(x, w, bias, res, y, rows, K, act, s);
-    case 6: return launch_smalln<T, 6>(x, w, bias, res, y, rows, K, act, s);
-    case 7: return launch_smalln<T, 7>(x, w, bias, res, y, rows, K, act, s);
-    case 8: return launch_smalln<T, 8>(x, w, bias, res, y, rows, K, act, s);
-  }
-  throw Error("small_linear: N = " + std::to_string(N) + " is not in 1..8");
+  if (!with_1_to_8(N, [&](auto n) { launch_smalln<T, decltype(n)::value>(x, w, bias, res, y, rows, K, act, s); }))
+    throw Error("small_linear: N = " + std::to_string(N) + " is not in 1..8");
 }
 
 }  // namespace

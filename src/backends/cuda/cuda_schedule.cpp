@@ -1,0 +1,96 @@
+// The per-batch plan's concurrency: the stream schedule of its ops (graph/stream_schedule), the
+// cuDNN handles of side streams (DETFORGE_CUDA_CONV_HANDLES=1) and the op-output snapshot
+// buffers of DETFORGE_CUDA_SNAPSHOTS.
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_engine.h"
+#include "graph/stream_schedule.h"
+
+namespace detforge::cuda {
+
+using graph::OpKind;
+using graph::TensorId;
+
+void CudaEngine::schedule(BatchPlan& p, int batch) {
+  (void)batch;
+  // Entry 0 writes the graph input (the fp32 -> storage conversion); entry i + 1 is op i. Byte
+  // ranges are the arena extents of the slots (max_batch sized), so they are exact for any batch.
+  const size_t n = g_.ops.size() + 1;
+  std::vector<graph::OpAccess> acc(n);
+  auto range = [&](TensorId t) {
+    const int r = slots_[t].root;
+    const auto b = reinterpret_cast<uint64_t>(slots_[r].dev);
+    return graph::ByteRange{b, b + slot_bytes(r)};
+  };
+  acc[0].writes.push_back(range(g_.inputs[0]));
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const auto& op = g_.ops[i];
+    for (auto t : op.inputs)
+      if (t != graph::kNoTensor && !slots_[slots_[t].root].is_const) acc[i + 1].reads.push_back(range(t));
+    for (auto t : extra_reads_[i]) acc[i + 1].reads.push_back(range(t));
+    // A reshape only renames bytes: it reads its input so it follows the producer, writes nothing.
+    if (op.kind != OpKind::reshape)
+      for (auto t : op.outputs) acc[i + 1].writes.push_back(range(t));
+  }
+  if (conv_handles_ == 2)  // one order for all fused convs: each "writes" the same pseudo range
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      if (p.fused[i]) acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
+  p.sched = graph::schedule_streams(acc, max_streams_);
+  std::string why;
+  if (!graph::schedule_is_safe(acc, p.sched, &why)) throw Error("cuda backend: unsafe stream schedule: " + why);
+  p.events.assign(n, nullptr);
+  for (size_t e = 0; e < n; ++e)
+    if (p.sched.record[e]) DF_CUDA(cudaEventCreateWithFlags(&p.events[e], cudaEventDisableTiming));
+  while (static_cast<int>(side_.size()) + 1 < p.sched.streams) {
+    cudaStream_t st = nullptr;
+    void* ws = nullptr;
+    DF_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    DF_CUDA(cudaMalloc(&ws, workspace_bytes_));
+    side_.push_back(st);
+    side_ws_.push_back(ws);
+  }
+  while (conv_handles_ == 1 && side_cudnn_.size() < side_.size()) {
+    cudnnHandle_t h = nullptr;
+    DF_CUDNN(cudnnCreate(&h), "side stream");
+    side_cudnn_.push_back(h);
+  }
+}
+
+void CudaEngine::bind_convs_to_stream_handles(BatchPlan& p, int batch) {
+  if (conv_handles_ != 1) return;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const int st = p.sched.stream[i + 1];
+    if (!p.fused[i] || st == 0) continue;
+    std::string why;
+    auto fc = fused_conv_plan(i, batch, side_cudnn_[st - 1], "@" + std::to_string(st), &why);
+    if (!fc) throw Error("cuda backend: conv " + g_.ops[i].name + " has a cuDNN plan on the main handle but none on "
+                         "stream " + std::to_string(st) + "'s: " + why);
+    p.fused[i] = std::move(fc);
+  }
+}
+
+void CudaEngine::alloc_snapshots(BatchPlan& p, int batch) {
+  if (!snapshots_) return;
+  p.snap.assign(g_.ops.size(), nullptr);
+  p.snap_bytes.assign(g_.ops.size(), 0);
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    if (g_.ops[i].kind == OpKind::reshape) continue;
+    const TensorId t = g_.ops[i].outputs[0];
+    p.snap_bytes[i] = static_cast<size_t>(g_.tensor(t).numel()) * batch * elem_bytes(slots_[slots_[t].root]);
+    DF_CUDA(cudaMalloc(&p.snap[i], p.snap_bytes[i]));
+  }
+}
+
+std::vector<std::pair<std::string, std::vector<char>>> CudaEngine::op_snapshots(int batch) {
+  std::vector<std::pair<std::string, std::vector<char>>> r;
+  auto& p = plan(batch);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  for (size_t i = 0; i < p.snap.size(); ++i) {
+    if (!p.snap[i]) continue;
+    std::vector<char> h(p.snap_bytes[i]);
+    DF_CUDA(cudaMemcpy(h.data(), p.snap[i], h.size(), cudaMemcpyDeviceToHost));
+    r.emplace_back(g_.ops[i].name, std::move(h));
+  }
+  return r;
+}
+
+}  // namespace detforge::cuda
