@@ -121,6 +121,17 @@ std::vector<float> host_forward(const Net& n, const std::vector<float>& px) {
   return rows;
 }
 
+// Each image of `out` (the net's [B, 73, 16] output for the pixels px) against host_forward.
+void expect_images_match_host(const Net& n, const std::vector<float>& px, const HostTensor& out, int B, bool half) {
+  const int px_n = 16 * 16 * 3;
+  for (int b = 0; b < B; ++b) {
+    std::vector<float> one(px.begin() + b * px_n, px.begin() + (b + 1) * px_n);
+    auto want = host_forward(n, one);
+    std::vector<float> got(out.data.begin() + b * 73 * 16, out.data.begin() + (b + 1) * 73 * 16);
+    EXPECT_TRUE(close(got, want, half ? 3e-2f : 1e-4f, half ? 2e-2f : 1e-4f)) << "image " << b;
+  }
+}
+
 class CudaEngineTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -139,13 +150,7 @@ TEST_P(CudaEngineTest, MatchesHostReferenceForEveryImageOfABatch) {
   auto out = e->run(px.data(), B);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_EQ(out[0].shape, (std::vector<int64_t>{B, 73, 16}));
-  const bool half = std::string(GetParam()) == "fp16";
-  for (int b = 0; b < B; ++b) {
-    std::vector<float> one(px.begin() + b * px_n, px.begin() + (b + 1) * px_n);
-    auto want = host_forward(n, one);
-    std::vector<float> got(out[0].data.begin() + b * 73 * 16, out[0].data.begin() + (b + 1) * 73 * 16);
-    EXPECT_TRUE(close(got, want, half ? 3e-2f : 1e-4f, half ? 2e-2f : 1e-4f)) << "image " << b;
-  }
+  expect_images_match_host(n, px, out[0], B, std::string(GetParam()) == "fp16");
 }
 
 TEST_P(CudaEngineTest, BatchOfThreeEqualsThreeSingleRunsAndReplayEqualsEager) {
@@ -196,12 +201,7 @@ TEST(CudaEngine, OwnConvKernelsInTheEngineMatchHostReference) {
   const int px_n = 16 * 16 * 3;
   auto px = random_vec(2 * px_n, 0, 1, 44);
   auto out = e->run(px.data(), 2);
-  for (int b = 0; b < 2; ++b) {
-    std::vector<float> one(px.begin() + b * px_n, px.begin() + (b + 1) * px_n);
-    auto want = host_forward(n, one);
-    std::vector<float> got(out[0].data.begin() + b * 73 * 16, out[0].data.begin() + (b + 1) * 73 * 16);
-    EXPECT_TRUE(close(got, want, 3e-2f, 2e-2f)) << "image " << b;
-  }
+  expect_images_match_host(n, px, out[0], 2, true);
   setenv("DETFORGE_CUDA_OWN_CONV", "sometimes", 1);
   EXPECT_THROW(make_cuda_engine(n.g, opt), Error);
   unsetenv("DETFORGE_CUDA_OWN_CONV");
@@ -253,13 +253,7 @@ TEST_P(CudaEngineTest, SmallLinearKernelInTheEngineMatchesHostReference) {
   auto px = random_vec(B * px_n, 0, 1, 45);
   auto out = e->run(px.data(), B);
   ASSERT_EQ(out.size(), 1u);
-  const bool half = std::string(GetParam()) == "fp16";
-  for (int b = 0; b < B; ++b) {
-    std::vector<float> one(px.begin() + b * px_n, px.begin() + (b + 1) * px_n);
-    auto want = host_forward(n, one);
-    std::vector<float> got(out[0].data.begin() + b * 73 * 16, out[0].data.begin() + (b + 1) * 73 * 16);
-    EXPECT_TRUE(close(got, want, half ? 3e-2f : 1e-4f, half ? 2e-2f : 1e-4f)) << "image " << b;
-  }
+  expect_images_match_host(n, px, out[0], B, std::string(GetParam()) == "fp16");
   setenv("DETFORGE_CUDA_SMALL_LINEAR", "3", 1);
   EXPECT_THROW(make_cuda_engine(n.g, opt), Error);
   unsetenv("DETFORGE_CUDA_SMALL_LINEAR");

@@ -239,13 +239,7 @@ TEST(GraphPasses, QkProjectionsMergeIntoOneLinearAndComputeTheSame) {
   EXPECT_EQ(g.tensor(qk.inputs[1]).shape, (std::vector<int64_t>{16, 12}));
   EXPECT_EQ(g.tensor(qk.outputs[0]).shape, (std::vector<int64_t>{7, 16}));
 
-  auto xin = rnd(7 * 12 * 2, 40);
-  EngineOptions two;
-  two.max_batch = 2;
-  auto want = make_engine("cpu", ref, two)->run(xin.data(), 2);
-  auto got = make_engine("cpu", g, two)->run(xin.data(), 2);
-  ASSERT_EQ(got[0].data.size(), want[0].data.size());
-  for (size_t i = 0; i < want[0].data.size(); ++i) EXPECT_NEAR(got[0].data[i], want[0].data[i], 1e-5) << i;
+  expect_same_cpu_outputs(ref, g, rnd(7 * 12 * 2, 40), 1e-5);
 }
 
 TEST(GraphPasses, AttentionColumnsOutsideTheirInputAreNamed) {
@@ -285,13 +279,7 @@ const Op& only_op(const Graph& g, OpKind k) {
 
 // Outputs of both graphs on the same two images (batch 2: the row stride must hold per image).
 void expect_same_outputs(const Graph& want_g, const Graph& got_g) {
-  auto xin = rnd(kQ * kK * 2, 70, -1.5f, 1.5f);
-  EngineOptions two;
-  two.max_batch = 2;
-  auto want = make_engine("cpu", want_g, two)->run(xin.data(), 2);
-  auto got = make_engine("cpu", got_g, two)->run(xin.data(), 2);
-  ASSERT_EQ(got[0].data.size(), want[0].data.size());
-  for (size_t i = 0; i < want[0].data.size(); ++i) EXPECT_NEAR(got[0].data[i], want[0].data[i], 1e-5) << i;
+  expect_same_cpu_outputs(want_g, got_g, rnd(kQ * kK * 2, 70, -1.5f, 1.5f), 1e-5);
 }
 
 TEST(GraphPasses, DeformProjectionsMergeIntoOneLinearAndComputeTheSame) {

@@ -1,5 +1,6 @@
 // Hand-built graphs for the graph-pass tests: one op with a fresh activation output.
 #pragma once
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/engine.h"
 #include "graph/ir.h"
 
 namespace detforge::test {
@@ -33,6 +35,21 @@ inline std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi =
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
+}
+
+// The CPU engine runs both graphs on the same two images `xin` (batch 2); every output agrees
+// within `tol`.
+inline void expect_same_cpu_outputs(const graph::Graph& want_g, const graph::Graph& got_g,
+                                    const std::vector<float>& xin, double tol) {
+  EngineOptions two;
+  two.max_batch = 2;
+  auto want = make_engine("cpu", want_g, two)->run(xin.data(), 2);
+  auto got = make_engine("cpu", got_g, two)->run(xin.data(), 2);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].data.size(), want[o].data.size());
+    for (size_t i = 0; i < want[o].data.size(); ++i) EXPECT_NEAR(got[o].data[i], want[o].data[i], tol) << o << ":" << i;
+  }
 }
 
 }  // namespace detforge::test
