@@ -87,12 +87,16 @@ TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(R18vd, CudaDeterminism,
                          ::testing::Values("", "DETFORGE_CUDA_PDL=0", "DETFORGE_CUDA_STREAMS=1",
-                                           "DETFORGE_CUDA_CONV_HANDLES=2"));
+                                           "DETFORGE_CUDA_CONV_HANDLES=2", "DETFORGE_CUDA_CONV_HANDLES=1",
+                                           "DETFORGE_CUDA_FUSED_CONV=0"));
 
 // Where replays start to differ (DETFORGE_CUDA_SNAPSHOTS=1 copies every op's output inside the
-// graph): per differing replay, the first op in issue order whose output changed, and how many
-// ops changed. Fails while the determinism defect is open (NOTES.md v9); its message is the
-// diagnosis the next device run needs. The copies add graph nodes and may move the timing.
+// graph): per differing replay, the first ops in issue order whose output changed (with their
+// stream, what they launch and how many bytes changed), and how many ops changed. The first
+// changed op is where a race lands: its producers' snapshots are unchanged, so either it read
+// bytes that were not yet (or no longer) its input, or it is not deterministic itself. Fails
+// while the determinism defect is open (NOTES.md v9); its message is the diagnosis. The copies
+// add graph nodes and may move the timing. DETFORGE_CUDA_* settings in the environment apply.
 TEST(CudaDeterminism, R18vdFirstOpThatDiffersBetweenReplays) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
@@ -111,22 +115,35 @@ TEST(CudaDeterminism, R18vdFirstOpThatDiffersBetweenReplays) {
   e->run(px.data(), 2);
   const auto first = e->op_snapshots(2);
   ASSERT_GT(first.size(), 100u);
+  // Snapshot k belongs to graph op index[k] (reshapes have none).
+  std::vector<size_t> index;
+  for (size_t i = 0; i < lb.graph.ops.size(); ++i)
+    if (lb.graph.ops[i].kind != graph::OpKind::reshape) index.push_back(i);
+  ASSERT_EQ(index.size(), first.size());
   int differing = 0;
   std::string report;
-  for (int r = 0; r < 20; ++r) {
+  for (int r = 0; r < 30; ++r) {
     e->run(px.data(), 2);
     const auto again = e->op_snapshots(2);
     ASSERT_EQ(again.size(), first.size());
     int changed = 0;
-    std::string first_op;
-    for (size_t i = 0; i < first.size(); ++i)
-      if (again[i].second != first[i].second && changed++ == 0) first_op = first[i].first;
+    std::string firsts;
+    for (size_t k = 0; k < first.size(); ++k) {
+      if (again[k].second == first[k].second) continue;
+      if (changed++ < 3) {
+        size_t bytes = 0;
+        for (size_t b = 0; b < first[k].second.size(); ++b) bytes += again[k].second[b] != first[k].second[b];
+        firsts += "\n    " + first[k].first + " (op " + std::to_string(index[k]) + ", " +
+                  e->op_launch_summary(2, index[k]) + "): " + std::to_string(bytes) + " of " +
+                  std::to_string(first[k].second.size()) + " bytes";
+      }
+    }
     if (changed) {
       ++differing;
-      report += "\n  replay " + std::to_string(r) + ": first " + first_op + ", " + std::to_string(changed) + " ops changed";
+      report += "\n  replay " + std::to_string(r) + ": " + std::to_string(changed) + " ops changed, first:" + firsts;
     }
   }
-  EXPECT_EQ(differing, 0) << "replays that differ from the first:" << report;
+  EXPECT_EQ(differing, 0) << "replays that differ from the first (streams " << e->graph_streams(2) << "):" << report;
 }
 
 // Engine settings that change how the forward is scheduled, not what it computes: turned off,

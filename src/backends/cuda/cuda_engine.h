@@ -87,6 +87,10 @@ class CudaEngine : public Engine {
   // replays can be compared op by op. Returns (op name, bytes) per op in issue order, after the
   // last run of `batch`; empty when the setting is off.
   std::vector<std::pair<std::string, std::vector<char>>> op_snapshots(int batch);
+  // How op i runs at `batch`, for diagnostics: its schedule stream and what it launches (cuDNN
+  // fused/legacy conv, own conv variant, cuBLASLt, small linear, own kernel), e.g.
+  // "stream 2, cuDNN fused conv".
+  std::string op_launch_summary(int batch, size_t i);
   // Linears of `batch` that run on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR=1),
   // not counting those inside a fused row chain; kind none counts both kinds.
   int small_linears(int batch, SmallLinear kind = SmallLinear::none);

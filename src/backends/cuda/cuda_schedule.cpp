@@ -3,6 +3,7 @@
 // buffers of DETFORGE_CUDA_SNAPSHOTS.
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/kernels/conv_igemm.h"
 #include "graph/stream_schedule.h"
 
 namespace detforge::cuda {
@@ -91,6 +92,23 @@ std::vector<std::pair<std::string, std::vector<char>>> CudaEngine::op_snapshots(
     r.emplace_back(g_.ops[i].name, std::move(h));
   }
   return r;
+}
+
+std::string CudaEngine::op_launch_summary(int batch, size_t i) {
+  auto& p = plan(batch);
+  if (i >= g_.ops.size()) throw Error("cuda backend: op index " + std::to_string(i) + " out of range");
+  std::string what = graph::op_kind_name(g_.ops[i].kind);
+  if (p.own_conv[i] >= 0)
+    what = std::string("own conv ") + conv_igemm_variant_name(p.own_conv[i]);
+  else if (p.fused[i])
+    what = "cuDNN fused conv";
+  else if (p.conv[i])
+    what = "cuDNN legacy conv";
+  else if (p.lin[i])
+    what = "cuBLASLt linear";
+  else if (p.small_lin[i] != SmallLinear::none)
+    what = "small linear";
+  return "stream " + std::to_string(p.sched.stream[i + 1]) + ", " + what;
 }
 
 }  // namespace detforge::cuda
