@@ -1,6 +1,9 @@
 // The per-batch plan's concurrency: the stream schedule of its ops (graph/stream_schedule), the
 // cuDNN handles of side streams (DETFORGE_CUDA_CONV_HANDLES=1) and the op-output snapshot
 // buffers of DETFORGE_CUDA_SNAPSHOTS.
+#include <map>
+#include <string>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/kernels/conv_igemm.h"
@@ -32,9 +35,20 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     if (op.kind != OpKind::reshape)
       for (auto t : op.outputs) acc[i + 1].writes.push_back(range(t));
   }
-  if (conv_handles_ == 2)  // one order for all fused convs: each "writes" the same pseudo range
-    for (size_t i = 0; i < g_.ops.size(); ++i)
-      if (p.fused[i]) acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
+  // Fused convs ordered among themselves: each "writes" a pseudo byte range (below any device
+  // address) shared by the convs to keep apart. 2: all fused convs; 3: those whose kernel cuDNN
+  // compiles at run time; 4: those with the same cuDNN plan (one range per plan name).
+  std::map<std::string, uint64_t> group;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const FusedConv* f = p.fused[i].get();
+    if (!f || p.own_conv[i] >= 0) continue;
+    if (conv_handles_ == 2 || (conv_handles_ == 3 && f->runtime_compiled())) {
+      acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
+    } else if (conv_handles_ == 4) {
+      const uint64_t k = group.emplace(f->plan_name(), group.size() + 1).first->second;
+      acc[i + 1].writes.push_back(graph::ByteRange{k, k + 1});
+    }
+  }
   p.sched = graph::schedule_streams(acc, max_streams_);
   std::string why;
   if (!graph::schedule_is_safe(acc, p.sched, &why)) throw Error("cuda backend: unsafe stream schedule: " + why);
@@ -101,7 +115,8 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   if (p.own_conv[i] >= 0)
     what = std::string("own conv ") + conv_igemm_variant_name(p.own_conv[i]);
   else if (p.fused[i])
-    what = "cuDNN fused conv";
+    what = std::string("cuDNN fused conv ") + (p.fused[i]->runtime_compiled() ? "(compiled at run time) " : "") +
+           p.fused[i]->plan_name();
   else if (p.conv[i])
     what = "cuDNN legacy conv";
   else if (p.lin[i])

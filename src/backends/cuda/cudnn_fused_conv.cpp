@@ -4,6 +4,7 @@
 #include <cudnn_frontend.h>
 
 #include <unordered_map>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #endif
@@ -23,8 +24,12 @@ class FrontendConv : public FusedConv {
   TensorPtr X, W, B, R, Y;
   int64_t ws = 0;
   cudnnHandle_t h = nullptr;
+  std::string name;
+  bool rtc = false;
 
   size_t workspace_bytes() const override { return static_cast<size_t>(ws); }
+  const std::string& plan_name() const override { return name; }
+  bool runtime_compiled() const override { return rtc; }
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* wsp,
            cudaStream_t s) const override {
     std::unordered_map<int64_t, void*> pack = {{X->get_uid(), const_cast<void*>(x)},
@@ -129,10 +134,11 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
     }
   }
   if (!tuned && !ok(g.build_plans(), "build_plans")) return nullptr;
-  if (plan_name) {
-    std::string name;
-    if (g.get_plan_name(name).is_good()) *plan_name = name + (tuned ? " (tuned)" : "");
-  }
+  if (!g.get_plan_name(c->name).is_good()) c->name = "?";
+  if (plan_name) *plan_name = c->name + (tuned ? " (tuned)" : "");
+  std::vector<fe::BehaviorNote_t> notes;
+  if (g.get_behavior_notes(notes).is_good())
+    for (auto n : notes) c->rtc = c->rtc || n == fe::BehaviorNote_t::RUNTIME_COMPILATION;
   if (!ok(g.get_workspace_size(c->ws), "get_workspace_size")) return nullptr;
   if (static_cast<size_t>(c->ws) > ws_limit) {
     *why = "workspace " + std::to_string(c->ws) + " bytes above the limit";

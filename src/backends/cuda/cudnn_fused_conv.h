@@ -18,6 +18,11 @@ class FusedConv {
  public:
   virtual ~FusedConv() = default;
   virtual size_t workspace_bytes() const = 0;
+  // The chosen engine's name (cuDNN's plan name: engine and knobs) and whether cuDNN compiles its
+  // kernel at run time (behavior note RUNTIME_COMPILATION; the "cudnn_generated_fort_native"
+  // kernels). The engine orders convs by these (DETFORGE_CUDA_CONV_HANDLES 3 and 4).
+  virtual const std::string& plan_name() const = 0;
+  virtual bool runtime_compiled() const = 0;
   virtual void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
                    cudaStream_t s) const = 0;
 };
