@@ -14,7 +14,7 @@ void check(cublasStatus_t st, const char* call, const std::string& what) {
 #define DF_LT(call) check((call), #call, what_)
 
 LtLinear::LtLinear(cublasLtHandle_t h, int M, int N, int K, bool half, bool bias, bool relu, bool residual,
-                   size_t ws_limit, const std::string& what)
+                   size_t ws_limit, const std::string& what, int sm_target)
     : h_(h), residual_(residual), what_(what) {
   const cudaDataType_t dt = half ? CUDA_R_16F : CUDA_R_32F;
   DF_LT(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -28,6 +28,8 @@ LtLinear::LtLinear(cublasLtHandle_t h, int M, int N, int K, bool half, bool bias
     cudaDataType_t bt = dt;
     DF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
   }
+  if (sm_target > 0)
+    DF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof(sm_target)));
   DF_LT(cublasLtMatrixLayoutCreate(&a_, dt, K, N, K));  // W: col-major K x N, op T -> N x K
   DF_LT(cublasLtMatrixLayoutCreate(&b_, dt, K, M, K));  // x: col-major K x M
   DF_LT(cublasLtMatrixLayoutCreate(&c_, dt, N, M, N));  // y: col-major N x M

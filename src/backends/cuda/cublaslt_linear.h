@@ -16,8 +16,10 @@ namespace detforge::cuda {
 
 class LtLinear {
  public:
+  // sm_target > 0: cuBLASLt's heuristic plans for that many SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET),
+  // leaving the others to kernels on concurrent streams.
   LtLinear(cublasLtHandle_t h, int M, int N, int K, bool half, bool bias, bool relu, bool residual,
-           size_t ws_limit, const std::string& what);
+           size_t ws_limit, const std::string& what, int sm_target = 0);
   ~LtLinear();
   LtLinear(const LtLinear&) = delete;
   LtLinear& operator=(const LtLinear&) = delete;

@@ -93,6 +93,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   // everywhere (4.2-5.0 us against 3.6-3.7 for N = 4 at 300 rows, 15.4 against 3.6 for the
   // 8400-row score head), and both together were 0.6814 against 0.6687 ms off.
   small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 2);
+  lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", 0, 0, 1024);
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
   // Measured (ab-2026-12-03b-sched): 0.7280 -> 0.7210 ms at batch 1 (PDL=2: 0.7188), batch 32

@@ -189,6 +189,10 @@ class CudaEngine : public Engine {
   // DETFORGE_CUDA_SMALL_LINEAR: 0 off, 1 (default) linears with K <= 8 on kernels/small_linear.cu
   // instead of cuBLASLt, 2 also those with N <= 8 (build_op_plan).
   int small_linear_ = 1;
+  // DETFORGE_CUDA_LT_SM_TARGET=n (default 0 = off): linears of >= 4096 rows ask cuBLASLt for plans
+  // on n SMs. Why tried: at batch 1 the 8400-row encoder bbox head filled all 132 SMs, and the
+  // top-k select (one CTA needing a whole SM) waited ~7 us for one (H200 timeline, 2026-12-03).
+  int lt_sm_target_ = 0;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
   std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1
