@@ -173,6 +173,9 @@ void Graph::validate() const {
     ready[id] = 1;
   }
   for (const Op& op : ops) {
+    if (op.attrs.contains("res_after_act") && (op.kind != OpKind::conv2d || op.inputs.size() != 4))
+      throw Error("graph: op " + op.name + " (" + op_kind_name(op.kind) +
+                  ") has res_after_act, which only a conv2d with a residual input may have");
     for (TensorId id : op.inputs) {
       check_id(id, "op " + op.name);
       if (!ready[id])

@@ -36,7 +36,9 @@ struct Tensor {
 
 // Op kinds. Semantics (x: first input; "act" attr is one of none|relu|silu|gelu|sigmoid):
 //  conv2d          in: x[H,W,Ci], w[Co,Ci,kh,kw], b[Co], (residual[Ho,Wo,Co])
-//                  attrs: stride, pad, act.  out = act(conv(x,w)+b (+residual))
+//                  attrs: stride, pad, act, and optional res_after_act (default 0).
+//                  out = act(conv(x,w)+b (+residual)); with res_after_act 1,
+//                  out = act(conv(x,w)+b) + residual (fuse_post_activation_adds)
 //  batch_norm      in: x, gamma, beta, mean, var; attrs: eps. Must be folded by fold_batch_norm.
 //  max_pool2d      attrs: kernel, stride, pad (padding never wins the max)
 //  avg_pool2d      attrs: kernel, stride, ceil_mode; divisor = number of in-bounds elements

@@ -3,6 +3,7 @@
 #include "graph/pass_util.h"
 
 #include <cmath>
+#include <functional>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -67,7 +68,13 @@ int fold_batch_norm(Graph& g) {
   return n;
 }
 
-int fuse_residual_adds(Graph& g, bool long_branch) {
+namespace {
+
+// fuse_residual_adds and fuse_post_activation_adds: an add whose operand's producer `carries`
+// it (and is read only by the add, the other operand a same-shape activation) becomes that
+// producer with the other operand as residual input, `finish`ed, in the add's place.
+int fuse_adds_into_producers(Graph& g, bool long_branch, const std::function<bool(const Op&, const Op&)>& carries,
+                             const std::function<void(Op&, const Op&)>& finish) {
   int n = 0;
   for (bool changed = true; changed;) {
     changed = false;
@@ -88,7 +95,7 @@ int fuse_residual_adds(Graph& g, bool long_branch) {
         const int p = prod[add.inputs[o]];
         if (p < 0) continue;
         TensorId t = g.ops[p].outputs[0];
-        if (has_no_epilogue(g.ops[p]) && is_sole_consumer(cons, t, static_cast<int>(i)) &&
+        if (carries(add, g.ops[p]) && is_sole_consumer(cons, t, static_cast<int>(i)) &&
             g.tensor(add.inputs[1 - o]).shape == g.tensor(t).shape && !g.tensor(add.inputs[1 - o]).is_const) {
           target = p;
           other = 1 - o;
@@ -98,7 +105,7 @@ int fuse_residual_adds(Graph& g, bool long_branch) {
       if (target < 0) continue;
       Op f = std::move(g.ops[target]);
       f.inputs.push_back(add.inputs[other]);
-      f.attrs["act"] = add.attrs.value("act", std::string("none"));
+      finish(f, add);
       f.outputs[0] = add.outputs[0];  // its old output is now unused; DCE drops it
       // The fused op takes the add's place: after both operands' producers, before every reader.
       g.ops[i] = std::move(f);
@@ -110,6 +117,23 @@ int fuse_residual_adds(Graph& g, bool long_branch) {
     }
   }
   return n;
+}
+
+}  // namespace
+
+int fuse_residual_adds(Graph& g, bool long_branch) {
+  return fuse_adds_into_producers(
+      g, long_branch, [](const Op&, const Op& p) { return has_no_epilogue(p); },
+      [](Op& f, const Op& add) { f.attrs["act"] = add.attrs.value("act", std::string("none")); });
+}
+
+int fuse_post_activation_adds(Graph& g) {
+  return fuse_adds_into_producers(
+      g, true,
+      [](const Op& add, const Op& p) {
+        return add.act() == Act::none && p.kind == OpKind::conv2d && p.act() != Act::none && p.inputs.size() == 3;
+      },
+      [](Op& f, const Op&) { f.attrs["res_after_act"] = 1; });
 }
 
 int fuse_activations(Graph& g) {
@@ -361,6 +385,7 @@ PassStats optimize(Graph& g) {
   if (!skipped("fold_avg_pool_into_conv")) s.folded_avg_pools = fold_avg_pool_into_conv(g);
   s.fused_residuals = fuse_residual_adds(g, !skipped("residual_on_long_branch"));
   s.fused_activations = fuse_activations(g);
+  if (!skipped("post_activation_adds")) s.fused_post_activation_adds = fuse_post_activation_adds(g);
   s.fused_layer_norm_adds = fuse_layer_norm_adds(g);
   if (!skipped("fold_parallel_convs")) s.folded_parallel_convs = fold_parallel_convs(g);
   if (!skipped("merge_qk_projections")) s.merged_qk_projections = merge_qk_projections(g);

@@ -20,6 +20,7 @@ struct PassStats {
   int folded_batch_norms = 0;
   int folded_avg_pools = 0;
   int fused_residuals = 0;
+  int fused_post_activation_adds = 0;
   int fused_activations = 0;
   int fused_layer_norm_adds = 0;
   int folded_parallel_convs = 0;
@@ -45,6 +46,13 @@ std::vector<double> path_costs(const Graph& g);
 // shortcut conv instead of waiting for it); otherwise the later-produced one. Then a lone
 // activation after a conv2d, linear or add without activation is folded into it.
 int fuse_residual_adds(Graph& g, bool long_branch = true);
+
+// add (no activation) of two same-shape activations, one of them produced by a conv2d with an
+// activation and no residual and read only by the add (the CSP blocks' x1 + x2): becomes that
+// conv2d(residual = the other operand, res_after_act = 1), out = act(conv + b) + other, in the
+// add's place in op order; the operand on the longer path (path_costs) carries it. Runs after
+// fuse_activations. Skip name: post_activation_adds.
+int fuse_post_activation_adds(Graph& g);
 int fuse_activations(Graph& g);
 // add (no activation) consumed only by layer_norm: layer_norm(x = a, residual = b).
 int fuse_layer_norm_adds(Graph& g);
@@ -72,7 +80,8 @@ int merge_deform_projections(Graph& g);
 int eliminate_dead_code(Graph& g);
 
 // Runs the passes above. DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections,
-// merge_deform_projections,fold_avg_pool_into_conv leaves those optional passes out (A/B runs);
+// merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds leaves those optional
+// passes out (A/B runs);
 // residual_on_long_branch there makes fuse_residual_adds choose without path costs.
 PassStats optimize(Graph& g);
 

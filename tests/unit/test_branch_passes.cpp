@@ -3,6 +3,8 @@
 // add's place; each optimised graph computes what the unoptimised one does (CPU engine).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "graph/passes.h"
 #include "test_graph_util.h"
 
@@ -77,6 +79,58 @@ TEST(BranchPasses, ResidualAddGoesToTheLongerBranchInTheAddsPlace) {
   EXPECT_EQ(g.ops[2].act(), graph::Act::relu);
   EXPECT_EQ(g.ops[2].outputs[0], g.outputs[0]);
   expect_same_cpu_outputs(ref, g, rnd(6 * 6 * 4 * 2, 66), 2e-5);
+}
+
+// CSP block (RT-DETR CCFM): conv3(bottleneck(conv1(x)) + conv2(x)), every conv with SiLU. The
+// add of two activated outputs goes into the bottleneck conv (the longer branch) as a residual
+// added after its activation.
+Graph csp_block(const char* add_act = "none") {
+  const int H = 5, W = 4, C = 4;
+  Graph g;
+  TensorId x = g.add_activation("x", {H, W, C});
+  g.inputs = {x};
+  auto conv = [&](const std::string& n, TensorId in, int k, uint32_t seed) {
+    return add_op(g, OpKind::conv2d, n, {in, g.add_const(n + ".w", {C, C, k, k}, rnd(C * C * k * k, seed)),
+                                         g.add_const(n + ".b", {C}, rnd(C, seed + 1))},
+                  {H, W, C}, {{"stride", 1}, {"pad", k / 2}, {"act", "silu"}});
+  };
+  TensorId c1 = conv("conv1", x, 1, 70);
+  TensorId bn = conv("bottleneck", c1, 3, 72);
+  TensorId c2 = conv("conv2", x, 1, 74);
+  TensorId sum = add_op(g, OpKind::add, "sum", {bn, c2}, {H, W, C}, {{"act", add_act}});
+  g.outputs = {conv("conv3", sum, 1, 76)};
+  g.validate();
+  return g;
+}
+
+TEST(BranchPasses, PostActivationAddGoesIntoTheLongerBranchConv) {
+  Graph ref = csp_block(), g = csp_block();
+  const auto st = graph::optimize(g);
+  EXPECT_EQ(st.fused_post_activation_adds, 1);
+  ASSERT_EQ(g.ops.size(), 4u);
+  EXPECT_EQ(g.ops[2].name, "bottleneck");  // in the add's place, after conv2
+  ASSERT_EQ(g.ops[2].inputs.size(), 4u);
+  EXPECT_EQ(g.ops[2].inputs[3], g.ops[1].outputs[0]);
+  EXPECT_EQ(g.ops[2].attr_int("res_after_act"), 1);
+  EXPECT_EQ(g.ops[2].act(), graph::Act::silu);
+  expect_same_cpu_outputs(ref, g, rnd(5 * 4 * 4 * 2, 78), 2e-5);
+}
+
+TEST(BranchPasses, PostActivationAddIsKeptWhenItHasAnActivationOrIsSkipped) {
+  Graph g = csp_block("relu");
+  EXPECT_EQ(graph::optimize(g).fused_post_activation_adds, 0);
+  setenv("DETFORGE_SKIP_PASSES", "post_activation_adds", 1);
+  Graph h = csp_block();
+  const int n = graph::optimize(h).fused_post_activation_adds;
+  unsetenv("DETFORGE_SKIP_PASSES");
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(h.ops.size(), 5u);
+}
+
+TEST(BranchPasses, ResAfterActIsOnlyValidOnAConvWithAResidual) {
+  Graph g = csp_block();
+  g.ops[0].attrs["res_after_act"] = 1;  // conv1 has no residual input
+  EXPECT_THROW(g.validate(), Error);
 }
 
 TEST(BranchPasses, PathCostsGrowAlongTheChainAndWithWork) {

@@ -4,11 +4,11 @@
 
 namespace detforge::cpu {
 
-dnnl::primitive_attr make_epilogue_attr(graph::Act act, const dnnl::memory::desc* residual_md) {
+dnnl::primitive_attr make_epilogue_attr(graph::Act act, const dnnl::memory::desc* residual_md, bool res_after_act) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::post_ops po;
-  if (residual_md) po.append_binary(dnnl::algorithm::binary_add, *residual_md);
+  if (residual_md && !res_after_act) po.append_binary(dnnl::algorithm::binary_add, *residual_md);
   switch (act) {
     case graph::Act::none: break;
     case graph::Act::relu: po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f); break;
@@ -16,8 +16,14 @@ dnnl::primitive_attr make_epilogue_attr(graph::Act act, const dnnl::memory::desc
     case graph::Act::gelu: po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f); break;
     case graph::Act::sigmoid: po.append_eltwise(1.f, dnnl::algorithm::eltwise_logistic, 0.f, 0.f); break;
   }
+  if (residual_md && res_after_act) po.append_binary(dnnl::algorithm::binary_add, *residual_md);
   attr.set_post_ops(po);
   return attr;
+}
+
+int epilogue_residual_arg(graph::Act act, bool res_after_act) {
+  return res_after_act && act != graph::Act::none ? DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1
+                                                  : DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
 }
 
 void DnnlCall::init(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, const dnnl::engine& eng) {
@@ -50,8 +56,6 @@ void DnnlCall::execute(const ExecCtx& c) {
   if (st != dnnl_success) throw Error("oneDNN primitive failed with status " + std::to_string(static_cast<int>(st)));
 }
 
-constexpr int kResidualArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
-
 void DnnlEpilogueStep::bind(const CompileCtx& cc, const graph::Op& op, dnnl::primitive prim,
                             const dnnl::primitive_desc_base& pd, dnnl::memory w_user,
                             const dnnl::memory::desc& bias_md, const dnnl::memory::desc& src_md,
@@ -60,6 +64,7 @@ void DnnlEpilogueStep::bind(const CompileCtx& cc, const graph::Op& op, dnnl::pri
   x_ = op.inputs[0];
   y_ = op.outputs[0];
   res_ = has_res ? op.inputs[3] : graph::kNoTensor;
+  res_arg_ = epilogue_residual_arg(op.act(), op.attr_int_or("res_after_act", 0) != 0);
   weights_ = dnnl::memory(pd.weights_desc(0), cc.eng);
   dnnl::stream s(cc.eng);
   dnnl::reorder(w_user, weights_).execute(s, w_user, weights_);
@@ -74,14 +79,14 @@ void DnnlEpilogueStep::bind(const CompileCtx& cc, const graph::Op& op, dnnl::pri
   call_.add_arg(DNNL_ARG_WEIGHTS, weights_);
   if (has_bias) call_.add_arg(DNNL_ARG_BIAS, bias_);
   call_.add_arg(DNNL_ARG_DST, dnnl::memory(dst_md, cc.eng, DNNL_MEMORY_NONE));
-  if (has_res) call_.add_arg(kResidualArg, dnnl::memory(dst_md, cc.eng, DNNL_MEMORY_NONE));
+  if (has_res) call_.add_arg(res_arg_, dnnl::memory(dst_md, cc.eng, DNNL_MEMORY_NONE));
 }
 
 void DnnlEpilogueStep::run(const ExecCtx& c, int batch) {
   for (int b = 0; b < batch; ++b) {
     call_.set(DNNL_ARG_SRC, c.f(x_, b));
     call_.set(DNNL_ARG_DST, c.f(y_, b));
-    if (res_ != graph::kNoTensor) call_.set(kResidualArg, c.f(res_, b));
+    if (res_ != graph::kNoTensor) call_.set(res_arg_, c.f(res_, b));
     call_.execute(c);
   }
 }

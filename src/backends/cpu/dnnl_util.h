@@ -16,8 +16,11 @@ namespace detforge::cpu {
 // The oneDNN eltwise that matches graph::apply_act (checked in test_cpu_dnnl_act):
 //   relu -> eltwise_relu(alpha 0), silu -> eltwise_swish(alpha 1) = x*sigmoid(x),
 //   gelu -> eltwise_gelu_erf, sigmoid -> eltwise_logistic.
-// `residual_md` non-null adds a binary_add post-op before the activation.
-dnnl::primitive_attr make_epilogue_attr(graph::Act act, const dnnl::memory::desc* residual_md);
+// `residual_md` non-null adds a binary_add post-op before the activation, or after it when
+// `res_after_act` (conv2d attr res_after_act); epilogue_residual_arg gives its argument id.
+dnnl::primitive_attr make_epilogue_attr(graph::Act act, const dnnl::memory::desc* residual_md,
+                                        bool res_after_act = false);
+int epilogue_residual_arg(graph::Act act, bool res_after_act);
 
 // One primitive plus its memory handles; call set() for each handle, then execute().
 class DnnlCall {
@@ -52,7 +55,7 @@ PD make_primitive_desc(const graph::Op& op, const char* what, const D& d, const 
 
 // The shared half of conv2d and linear: op inputs (x, weights, bias?, residual?), one output,
 // constant weights reordered once into the primitive's preferred layout, bias copied once, and
-// the residual as post-op 0 (see make_epilogue_attr). run() executes the primitive per image.
+// the residual as a binary post-op (see make_epilogue_attr). run() executes the primitive per image.
 class DnnlEpilogueStep : public Step {
  public:
   void run(const ExecCtx& c, int batch) final;
@@ -67,6 +70,7 @@ class DnnlEpilogueStep : public Step {
 
  private:
   graph::TensorId x_ = graph::kNoTensor, y_ = graph::kNoTensor, res_ = graph::kNoTensor;
+  int res_arg_ = 0;  // epilogue_residual_arg
   dnnl::memory weights_, bias_;
   DnnlCall call_;
 };

@@ -55,7 +55,7 @@ TensorPtr nhwc(fe::graph::Graph& g, const char* name, int64_t n, int64_t c, int6
 
 std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, bool has_bias, bool has_residual,
                                            graph::Act act, size_t ws_limit, std::string* why, const ConvTune* tune,
-                                           std::string* plan_name) {
+                                           std::string* plan_name, bool res_after_act) {
   if (act != graph::Act::none && act != graph::Act::relu && act != graph::Act::silu) {
     *why = "activation not fusable";
     return nullptr;
@@ -87,13 +87,19 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
                         .set_data_type(fe::DataType_t::HALF));
     t = add(t, c->B);
   }
-  if (has_residual) {
+  const bool res_first = has_residual && !(res_after_act && act != graph::Act::none);
+  if (res_first) {
     c->R = nhwc(g, "r", s.B, s.Co, s.Ho, s.Wo);
     t = add(t, c->R);
   }
   if (act != graph::Act::none) {
     auto mode = act == graph::Act::relu ? fe::PointwiseMode_t::RELU_FWD : fe::PointwiseMode_t::SWISH_FWD;
     t = g.pointwise(t, fe::graph::Pointwise_attributes().set_mode(mode));
+    t->set_data_type(fe::DataType_t::FLOAT);
+  }
+  if (has_residual && !res_first) {
+    c->R = nhwc(g, "r", s.B, s.Co, s.Ho, s.Wo);
+    t = add(t, c->R);
   }
   if (!has_bias && !has_residual && act == graph::Act::none) {
     *why = "nothing to fuse";
@@ -150,7 +156,7 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
 #else
 
 std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t, const ConvShape&, bool, bool, graph::Act, size_t,
-                                           std::string* why, const ConvTune*, std::string*) {
+                                           std::string* why, const ConvTune*, std::string*, bool) {
   *why = "built without the cuDNN frontend headers (DETFORGE_CUDNN_FRONTEND_INCLUDE)";
   return nullptr;
 }

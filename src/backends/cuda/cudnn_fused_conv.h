@@ -40,8 +40,10 @@ struct ConvTune {
 
 // nullptr when unavailable (no frontend, unsupported pattern, or workspace above ws_limit);
 // `why` then says so. `plan_name`, when given, receives the chosen engine's name.
+// res_after_act: y = act(conv(x, w) + b) + residual (conv2d attr res_after_act).
 std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, bool has_bias, bool has_residual,
                                            graph::Act act, size_t ws_limit, std::string* why,
-                                           const ConvTune* tune = nullptr, std::string* plan_name = nullptr);
+                                           const ConvTune* tune = nullptr, std::string* plan_name = nullptr,
+                                           bool res_after_act = false);
 
 }  // namespace detforge::cuda
