@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -116,9 +117,9 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(1));
   if (setting.empty())  // the record of which conv runs how (plan names), for the device log
-    for (size_t i = 0; i < lb.graph.ops.size(); ++i)
-      if (lb.graph.ops[i].kind == graph::OpKind::conv2d)
-        std::printf("conv %s: %s\n", lb.graph.ops[i].name.c_str(), e->op_launch_summary(1, i).c_str());
+    for (size_t i = 0; i < e->graph().ops.size(); ++i)
+      if (e->graph().ops[i].kind == graph::OpKind::conv2d)
+        std::printf("conv %s: %s\n", e->graph().ops[i].name.c_str(), e->op_launch_summary(1, i).c_str());
   int differing = 0;
   std::string how;
   for (int k = 0; k < 16; ++k) {
@@ -136,60 +137,98 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaGraphEqualsEager,
                          ::testing::Values("", "DETFORGE_CUDA_STREAMS=1", "DETFORGE_CUDA_CONV_HANDLES=2",
                                            "DETFORGE_CUDA_CONV_HANDLES=3", "DETFORGE_CUDA_CONV_HANDLES=4"));
 
+// Op-by-op comparison of two DETFORGE_CUDA_SNAPSHOTS sets of one engine: how many ops' outputs
+// differ and the first three in issue order (stream, what they launch, changed bytes).
+int changed_ops(cuda::CudaEngine& e, int batch, const std::vector<std::pair<std::string, std::vector<char>>>& a,
+                const std::vector<std::pair<std::string, std::vector<char>>>& b, std::string* firsts) {
+  // Snapshot k belongs to engine op index[k] (reshapes have none); the engine's op order is its own.
+  std::vector<size_t> index;
+  for (size_t i = 0; i < e.graph().ops.size(); ++i)
+    if (e.graph().ops[i].kind != graph::OpKind::reshape) index.push_back(i);
+  EXPECT_EQ(index.size(), a.size());
+  EXPECT_EQ(a.size(), b.size());
+  int changed = 0;
+  for (size_t k = 0; k < a.size() && k < b.size() && k < index.size(); ++k) {
+    if (a[k].second == b[k].second) continue;
+    if (changed++ < 3) {
+      size_t bytes = 0;
+      for (size_t j = 0; j < a[k].second.size(); ++j) bytes += a[k].second[j] != b[k].second[j];
+      *firsts += "\n    " + a[k].first + " (op " + std::to_string(index[k]) + ", " + e.op_launch_summary(batch, index[k]) +
+                 "): " + std::to_string(bytes) + " of " + std::to_string(a[k].second.size()) + " bytes";
+    }
+  }
+  return changed;
+}
+
+std::unique_ptr<Engine> snapshot_engine(const graph::Graph& g, int max_batch) {
+  EngineOptions eo;
+  eo.max_batch = max_batch;
+  eo.precision = "fp16";
+  setenv("DETFORGE_CUDA_SNAPSHOTS", "1", 1);
+  auto eng = make_cuda_engine(g, eo);
+  unsetenv("DETFORGE_CUDA_SNAPSHOTS");
+  return eng;
+}
+
 // Where replays start to differ (DETFORGE_CUDA_SNAPSHOTS=1 copies every op's output inside the
-// graph): per differing replay, the first ops in issue order whose output changed (with their
-// stream, what they launch and how many bytes changed), and how many ops changed. The first
-// changed op is where a race lands: its producers' snapshots are unchanged, so either it read
-// bytes that were not yet (or no longer) its input, or it is not deterministic itself. Fails
-// while the determinism defect is open (NOTES.md v9); its message is the diagnosis. The copies
-// add graph nodes and may move the timing. DETFORGE_CUDA_* settings in the environment apply.
+// graph): per differing replay, the first ops in issue order whose output changed, and how many
+// ops changed. The first changed op is where a race lands: its producers' snapshots are
+// unchanged, so either it read bytes that were not yet (or no longer) its input, or it is not
+// deterministic itself. The copies add graph nodes and may move the timing.
+// DETFORGE_CUDA_* settings in the environment apply.
 TEST(CudaDeterminism, R18vdFirstOpThatDiffersBetweenReplays) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 11);
-  EngineOptions eo;
-  eo.max_batch = 2;
-  eo.precision = "fp16";
-  setenv("DETFORGE_CUDA_SNAPSHOTS", "1", 1);
-  auto eng = make_cuda_engine(lb.graph, eo);
-  unsetenv("DETFORGE_CUDA_SNAPSHOTS");
+  auto eng = snapshot_engine(lb.graph, 2);
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(2));
   e->run(px.data(), 2);
   const auto first = e->op_snapshots(2);
   ASSERT_GT(first.size(), 100u);
-  // Snapshot k belongs to graph op index[k] (reshapes have none).
-  std::vector<size_t> index;
-  for (size_t i = 0; i < lb.graph.ops.size(); ++i)
-    if (lb.graph.ops[i].kind != graph::OpKind::reshape) index.push_back(i);
-  ASSERT_EQ(index.size(), first.size());
   int differing = 0;
   std::string report;
   for (int r = 0; r < 30; ++r) {
     e->run(px.data(), 2);
-    const auto again = e->op_snapshots(2);
-    ASSERT_EQ(again.size(), first.size());
-    int changed = 0;
     std::string firsts;
-    for (size_t k = 0; k < first.size(); ++k) {
-      if (again[k].second == first[k].second) continue;
-      if (changed++ < 3) {
-        size_t bytes = 0;
-        for (size_t b = 0; b < first[k].second.size(); ++b) bytes += again[k].second[b] != first[k].second[b];
-        firsts += "\n    " + first[k].first + " (op " + std::to_string(index[k]) + ", " +
-                  e->op_launch_summary(2, index[k]) + "): " + std::to_string(bytes) + " of " +
-                  std::to_string(first[k].second.size()) + " bytes";
-      }
-    }
+    const int changed = changed_ops(*e, 2, first, e->op_snapshots(2), &firsts);
     if (changed) {
       ++differing;
       report += "\n  replay " + std::to_string(r) + ": " + std::to_string(changed) + " ops changed, first:" + firsts;
     }
   }
   EXPECT_EQ(differing, 0) << "replays that differ from the first (streams " << e->graph_streams(2) << "):" << report;
+}
+
+// The same op-by-op view for CudaGraphEqualsEager: per input (batch 1), the first ops whose
+// output differs between the captured graph and the eager forward.
+TEST(CudaDeterminism, R18vdFirstOpWhereGraphAndEagerDiffer) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  auto eng = snapshot_engine(lb.graph, 1);
+  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->graph_captured(1));
+  int differing = 0;
+  std::string report;
+  for (int k = 0; k < 4; ++k) {
+    const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]), 0, 1, 200 + k);
+    e->run(px.data(), 1);
+    const auto graph_ops = e->op_snapshots(1);
+    e->run_eager(px.data(), 1);
+    std::string firsts;
+    const int changed = changed_ops(*e, 1, e->op_snapshots(1), graph_ops, &firsts);
+    if (changed) {
+      ++differing;
+      report += "\n  input " + std::to_string(k) + ": " + std::to_string(changed) + " ops differ, first:" + firsts;
+    }
+  }
+  EXPECT_EQ(differing, 0) << "inputs where graph and eager differ (streams " << e->graph_streams(1) << "):" << report;
 }
 
 // Engine settings that change how the forward is scheduled, not what it computes: turned off,
