@@ -50,8 +50,8 @@ int fuse_residual_adds(Graph& g, bool long_branch = true);
 // add (no activation) of two same-shape activations, one of them produced by a conv2d with an
 // activation and no residual and read only by the add (the CSP blocks' x1 + x2): becomes that
 // conv2d(residual = the other operand, res_after_act = 1), out = act(conv + b) + other, in the
-// add's place in op order; the operand on the longer path (path_costs) carries it. Runs after
-// fuse_activations. Skip name: post_activation_adds.
+// add's place in op order, when the operand on the longer path (path_costs) can carry it (never
+// the shorter one). Runs after fold_parallel_convs. Skip name: post_activation_adds.
 int fuse_post_activation_adds(Graph& g);
 int fuse_activations(Graph& g);
 // add (no activation) consumed only by layer_norm: layer_norm(x = a, residual = b).

@@ -84,7 +84,7 @@ TEST(BranchPasses, ResidualAddGoesToTheLongerBranchInTheAddsPlace) {
 // CSP block (RT-DETR CCFM): conv3(bottleneck(conv1(x)) + conv2(x)), every conv with SiLU. The
 // add of two activated outputs goes into the bottleneck conv (the longer branch) as a residual
 // added after its activation.
-Graph csp_block(const char* add_act = "none") {
+Graph csp_block(const char* add_act = "none", bool bottleneck_is_output = false) {
   const int H = 5, W = 4, C = 4;
   Graph g;
   TensorId x = g.add_activation("x", {H, W, C});
@@ -99,6 +99,7 @@ Graph csp_block(const char* add_act = "none") {
   TensorId c2 = conv("conv2", x, 1, 74);
   TensorId sum = add_op(g, OpKind::add, "sum", {bn, c2}, {H, W, C}, {{"act", add_act}});
   g.outputs = {conv("conv3", sum, 1, 76)};
+  if (bottleneck_is_output) g.outputs.push_back(bn);
   g.validate();
   return g;
 }
@@ -125,6 +126,14 @@ TEST(BranchPasses, PostActivationAddIsKeptWhenItHasAnActivationOrIsSkipped) {
   unsetenv("DETFORGE_SKIP_PASSES");
   EXPECT_EQ(n, 0);
   EXPECT_EQ(h.ops.size(), 5u);
+}
+
+TEST(BranchPasses, PostActivationAddIsNeverCarriedByTheShorterBranch) {
+  // The bottleneck (longer branch) is also a graph output, so it cannot carry the add; conv2
+  // could, but it would then wait for the whole bottleneck chain.
+  Graph g = csp_block("none", true);
+  EXPECT_EQ(graph::optimize(g).fused_post_activation_adds, 0);
+  EXPECT_EQ(g.ops.size(), 5u);
 }
 
 TEST(BranchPasses, ResAfterActIsOnlyValidOnAConvWithAResidual) {

@@ -93,6 +93,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   // everywhere (4.2-5.0 us against 3.6-3.7 for N = 4 at 300 rows, 15.4 against 3.6 for the
   // 8400-row score head), and both together were 0.6814 against 0.6687 ms off.
   small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 2);
+  op_workspaces_ = env_int("DETFORGE_CUDA_OP_WORKSPACE", 0, 0, 1) != 0;
   lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", 0, 0, 1024);
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
@@ -189,6 +190,7 @@ CudaEngine::~CudaEngine() {
       for (auto ev : p->events)
         if (ev) cudaEventDestroy(ev);
       for (auto* b : p->snap) cudaFree(b);
+      cudaFree(p->op_ws_buf);
     }
   }
   plans_.clear();
@@ -309,6 +311,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     schedule(*np, batch);
     bind_convs_to_stream_handles(*np, batch);
     alloc_snapshots(*np, batch);
+    alloc_op_workspaces(*np, batch);
     p = std::move(np);
   }
   return *p;
@@ -361,7 +364,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     before(i + 1);
     {
       const PdlOff same_stream_only(concurrent && pdl_mode_ == 2 && !sc.waits[i + 1].empty());
-      launch_op(i, p, batch, stream_of(i + 1), ws_of(i + 1));
+      launch_op(i, p, batch, stream_of(i + 1), !p.op_ws.empty() && p.op_ws[i] ? p.op_ws[i] : ws_of(i + 1));
     }
     // Before the op's event: a later writer of these bytes on another stream waits for the copy.
     if (!p.snap.empty() && p.snap[i])

@@ -114,6 +114,8 @@ class CudaEngine : public Engine {
     cudaGraphExec_t exec = nullptr;
     int nodes = 0;
     int memsets_replaced = 0;  // DETFORGE_CUDA_MEMSET_KERNELS
+    std::vector<void*> op_ws;         // by op: DETFORGE_CUDA_OP_WORKSPACE private workspace, or null
+    void* op_ws_buf = nullptr;
     std::vector<void*> snap;          // by op: DETFORGE_CUDA_SNAPSHOTS copy of its output, or null
     std::vector<size_t> snap_bytes;
     std::string capture_error;
@@ -164,6 +166,10 @@ class CudaEngine : public Engine {
   }
   // DETFORGE_CUDA_SNAPSHOTS: one buffer per op for a copy of its first output (op_snapshots).
   void alloc_snapshots(BatchPlan& p, int batch);
+  // DETFORGE_CUDA_OP_WORKSPACE=1 (a debugging aid, off by default): every op that takes a
+  // workspace gets bytes of its own instead of its stream's, so no two ops share workspace bytes.
+  void alloc_op_workspaces(BatchPlan& p, int batch);
+  bool op_workspaces_ = false;
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
   std::vector<HostTensor> collect(int batch) const;

@@ -1,6 +1,7 @@
 // The per-batch plan's concurrency: the stream schedule of its ops (graph/stream_schedule), the
 // cuDNN handles of side streams (DETFORGE_CUDA_CONV_HANDLES=1) and the op-output snapshot
 // buffers of DETFORGE_CUDA_SNAPSHOTS.
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -93,6 +94,29 @@ void CudaEngine::alloc_snapshots(BatchPlan& p, int batch) {
     p.snap_bytes[i] = static_cast<size_t>(g_.tensor(t).numel()) * batch * elem_bytes(slots_[slots_[t].root]);
     DF_CUDA(cudaMalloc(&p.snap[i], p.snap_bytes[i]));
   }
+}
+
+void CudaEngine::alloc_op_workspaces(BatchPlan& p, int batch) {
+  if (!op_workspaces_) return;
+  std::vector<size_t> bytes(g_.ops.size(), 0), off(g_.ops.size(), 0);
+  size_t total = 0;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    if (p.own_conv[i] >= 0)
+      bytes[i] = g_.ops[i].kind == OpKind::conv2d ? conv_igemm_workspace(conv_shape(i, batch), p.own_conv[i])
+                                                  : workspace_bytes_;  // a linear's shape: keep it simple
+    else if (p.fused[i])
+      bytes[i] = p.fused[i]->workspace_bytes();
+    else if (p.conv[i])
+      bytes[i] = p.conv[i]->workspace_bytes();
+    else if (p.lin[i])
+      bytes[i] = p.lin[i]->workspace_bytes();
+    off[i] = total;
+    total += (bytes[i] + 255) / 256 * 256;
+  }
+  DF_CUDA(cudaMalloc(&p.op_ws_buf, std::max<size_t>(total, 256)));
+  p.op_ws.assign(g_.ops.size(), nullptr);
+  for (size_t i = 0; i < g_.ops.size(); ++i)
+    if (bytes[i]) p.op_ws[i] = static_cast<char*>(p.op_ws_buf) + off[i];
 }
 
 std::vector<std::pair<std::string, std::vector<char>>> CudaEngine::op_snapshots(int batch) {
