@@ -38,12 +38,14 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
   }
   // Fused convs ordered among themselves: each "writes" a pseudo byte range (below any device
   // address) shared by the convs to keep apart. 2: all fused convs; 3: those whose kernel cuDNN
-  // compiles at run time; 4: those with the same cuDNN plan (one range per plan name).
+  // compiles at run time; 4: those with the same cuDNN plan (one range per plan name); 5: those
+  // whose engine runs through cuBLASLt (behavior note CUBLASLT_DEPENDENCY).
   std::map<std::string, uint64_t> group;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const FusedConv* f = p.fused[i].get();
     if (!f || p.own_conv[i] >= 0) continue;
-    if (conv_handles_ == 2 || (conv_handles_ == 3 && f->runtime_compiled())) {
+    if (conv_handles_ == 2 || (conv_handles_ == 3 && f->runtime_compiled()) ||
+        (conv_handles_ == 5 && f->uses_cublaslt())) {
       acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
     } else if (conv_handles_ == 4) {
       const uint64_t k = group.emplace(f->plan_name(), group.size() + 1).first->second;
@@ -140,7 +142,7 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
     what = std::string("own conv ") + conv_igemm_variant_name(p.own_conv[i]);
   else if (p.fused[i])
     what = std::string("cuDNN fused conv ") + (p.fused[i]->runtime_compiled() ? "(compiled at run time) " : "") +
-           p.fused[i]->plan_name();
+           (p.fused[i]->uses_cublaslt() ? "(through cuBLASLt) " : "") + p.fused[i]->plan_name();
   else if (p.conv[i])
     what = "cuDNN legacy conv";
   else if (p.lin[i])

@@ -25,11 +25,12 @@ class FrontendConv : public FusedConv {
   int64_t ws = 0;
   cudnnHandle_t h = nullptr;
   std::string name;
-  bool rtc = false;
+  bool rtc = false, lt = false;
 
   size_t workspace_bytes() const override { return static_cast<size_t>(ws); }
   const std::string& plan_name() const override { return name; }
   bool runtime_compiled() const override { return rtc; }
+  bool uses_cublaslt() const override { return lt; }
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* wsp,
            cudaStream_t s) const override {
     std::unordered_map<int64_t, void*> pack = {{X->get_uid(), const_cast<void*>(x)},
@@ -144,7 +145,10 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
   if (plan_name) *plan_name = c->name + (tuned ? " (tuned)" : "");
   std::vector<fe::BehaviorNote_t> notes;
   if (g.get_behavior_notes(notes).is_good())
-    for (auto n : notes) c->rtc = c->rtc || n == fe::BehaviorNote_t::RUNTIME_COMPILATION;
+    for (auto n : notes) {
+      c->rtc = c->rtc || n == fe::BehaviorNote_t::RUNTIME_COMPILATION;
+      c->lt = c->lt || n == fe::BehaviorNote_t::CUBLASLT_DEPENDENCY;
+    }
   if (!ok(g.get_workspace_size(c->ws), "get_workspace_size")) return nullptr;
   if (static_cast<size_t>(c->ws) > ws_limit) {
     *why = "workspace " + std::to_string(c->ws) + " bytes above the limit";

@@ -23,6 +23,8 @@ class FusedConv {
   // kernels). The engine orders convs by these (DETFORGE_CUDA_CONV_HANDLES 3 and 4).
   virtual const std::string& plan_name() const = 0;
   virtual bool runtime_compiled() const = 0;
+  // Behavior note CUBLASLT_DEPENDENCY: cuDNN runs the engine through cuBLASLt.
+  virtual bool uses_cublaslt() const = 0;
   virtual void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
                    cudaStream_t s) const = 0;
 };
