@@ -20,6 +20,7 @@ BenchResult bench_engine(Engine& engine, const float* pixels, int batch, int war
     engine.run(pixels, batch);  // uploads the pixels, captures the graph for this batch
     r.graph_nodes = e->graph_nodes(batch);
     r.graph_streams = e->graph_streams(batch);
+    r.graph_check = e->graph_check(batch);
     r.graph_waits = e->graph_waits(batch);
     r.graph_memsets_replaced = e->graph_memsets_replaced(batch);
     r.small_linears = e->small_linears(batch);
@@ -52,7 +53,8 @@ nlohmann::json to_json(const BenchResult& r) {
   return {{"backend", r.backend}, {"precision", r.precision}, {"batch", r.batch}, {"engine", to_json(r.engine)},
           {"engine_ms_p50", r.engine.p50}, {"engine_ms_p95", r.engine.p95}, {"images_per_s", r.images_per_s},
           {"graph_nodes", r.graph_nodes}, {"graph_streams", r.graph_streams}, {"graph_waits", r.graph_waits},
-          {"graph_memsets_replaced", r.graph_memsets_replaced}, {"small_linears", r.small_linears}};
+          {"graph_memsets_replaced", r.graph_memsets_replaced}, {"small_linears", r.small_linears},
+          {"graph_check", r.graph_check}};
 }
 
 }  // namespace detforge::bench

@@ -20,7 +20,8 @@ struct BenchResult {
   LatencyStats engine;      // ms per forward of `batch` images
   double images_per_s = 0;  // batch / engine p50
   int graph_nodes = 0;      // CUDA: nodes of the captured graph (0 elsewhere)
-  int graph_streams = 0;    // CUDA: streams the graph's ops are spread over (DETFORGE_CUDA_STREAMS)
+  int graph_streams = 0;
+  std::string graph_check;  // CUDA: CudaEngine::graph_check (the graph-versus-eager check at capture)    // CUDA: streams the graph's ops are spread over (DETFORGE_CUDA_STREAMS)
   int graph_waits = 0;      // CUDA: cross-stream dependencies in it
   int graph_memsets_replaced = 0;  // CUDA: memset nodes run as kernels (DETFORGE_CUDA_MEMSET_KERNELS)
   int small_linears = 0;  // CUDA: linears on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR)

@@ -130,7 +130,9 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
     for (size_t o = 0; same && o < graph_out.size(); ++o) same = graph_out[o].data == eager_out[o].data;
     if (!same && differing++ == 0) how = "input " + std::to_string(k) + ":" + describe_difference(eager_out, graph_out);
   }
-  EXPECT_EQ(differing, 0) << "of 16 inputs (streams " << e->graph_streams(1) << "), first " << how;
+  std::printf("graph check (%s): %s\n", setting.empty() ? "default" : setting.c_str(), e->graph_check(1).c_str());
+  EXPECT_EQ(differing, 0) << "of 16 inputs (streams " << e->graph_streams(1) << ", graph check: " << e->graph_check(1)
+                          << "), first " << how;
 }
 
 INSTANTIATE_TEST_SUITE_P(R18vd, CudaGraphEqualsEager,

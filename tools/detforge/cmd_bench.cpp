@@ -125,8 +125,8 @@ void register_bench_command(CLI::App& app) {
       }
     }
     if (eng.graph_streams > 0)
-      std::printf("graph: %d nodes, ops on %d streams with %d cross-stream waits\n", eng.graph_nodes,
-                  eng.graph_streams, eng.graph_waits);
+      std::printf("graph: %d nodes, ops on %d streams with %d cross-stream waits; graph check: %s\n",
+                  eng.graph_nodes, eng.graph_streams, eng.graph_waits, eng.graph_check.c_str());
     engine.reset();
     out["stability_rule"] = "medians of the first and second half of the timed runs differ by <= 5%";
     out["env"] = bench::capture_environment();

@@ -94,6 +94,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   // 8400-row score head), and both together were 0.6814 against 0.6687 ms off.
   small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 2);
   op_workspaces_ = env_int("DETFORGE_CUDA_OP_WORKSPACE", 0, 0, 1) != 0;
+  graph_check_ = env_int("DETFORGE_CUDA_GRAPH_CHECK", 1, 0, 1) != 0;
   lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", 0, 0, 1024);
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
@@ -306,6 +307,8 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->own_conv.assign(g_.ops.size(), -1);
     np->lin.resize(g_.ops.size());
     np->small_lin.assign(g_.ops.size(), SmallLinear::none);
+    np->conv_order = conv_handles_ >= 2 ? conv_handles_ : 0;
+    np->max_streams = max_streams_;
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     plan_row_chains(*np, batch);
     schedule(*np, batch);
@@ -416,12 +419,7 @@ cudaGraph_t CudaEngine::capture(BatchPlan& p, int batch) {
   return graph;
 }
 
-void CudaEngine::prepare(int batch) {
-  BatchPlan& p = plan(batch);
-  if (p.exec || !p.capture_error.empty()) return;
-  // One eager pass first: cuDNN/cuBLASLt load their kernels lazily, which capture forbids.
-  forward(p, batch, false);
-  DF_CUDA(cudaStreamSynchronize(stream_));
+void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
   cudaGraph_t graph = capture(p, batch);
   cudaError_t e = cudaSuccess;
   // cuDNN's memset nodes as kernel nodes (graph_memsets.h; default, DETFORGE_CUDA_MEMSET_KERNELS=0
@@ -446,6 +444,80 @@ void CudaEngine::prepare(int batch) {
     cudaGetLastError();  // clear; this batch size runs eagerly
     p.exec = nullptr;
   }
+}
+
+std::string CudaEngine::graph_differs_from_eager(BatchPlan& p, int batch) {
+  const int64_t n = g_.tensor(g_.inputs[0]).numel() * batch;
+  std::vector<float> saved(static_cast<size_t>(n)), px(static_cast<size_t>(n));
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  DF_CUDA(cudaMemcpy(saved.data(), d_in32_, sizeof(float) * n, cudaMemcpyDeviceToHost));
+  uint32_t state = 0x9e3779b9u;  // a fixed pseudo-random image in [0, 1)
+  for (auto& v : px) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) * (1.0f / 16777216.0f);
+  }
+  auto outputs = [&] {
+    std::vector<std::vector<float>> out(g_.outputs.size());
+    for (size_t o = 0; o < out.size(); ++o) {
+      out[o].resize(static_cast<size_t>(g_.tensor(g_.outputs[o]).numel() * batch));
+      DF_CUDA(cudaMemcpy(out[o].data(), d_out32_[o], sizeof(float) * out[o].size(), cudaMemcpyDeviceToHost));
+    }
+    return out;
+  };
+  DF_CUDA(cudaMemcpy(d_in32_, px.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
+  DF_CUDA(cudaGraphLaunch(p.exec, stream_));
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  const auto from_graph = outputs();
+  forward(p, batch, false);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  const auto from_eager = outputs();
+  DF_CUDA(cudaMemcpy(d_in32_, saved.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
+  for (size_t o = 0; o < from_graph.size(); ++o)
+    if (std::memcmp(from_graph[o].data(), from_eager[o].data(), sizeof(float) * from_graph[o].size()) != 0)
+      return g_.tensor(g_.outputs[o]).name;
+  return "";
+}
+
+void CudaEngine::prepare(int batch) {
+  BatchPlan& p = plan(batch);
+  if (p.exec || !p.capture_error.empty()) return;
+  // One eager pass first: cuDNN/cuBLASLt load their kernels lazily, which capture forbids.
+  forward(p, batch, false);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  capture_and_instantiate(p, batch);
+  if (!graph_check_) {
+    p.graph_check = "off";
+    return;
+  }
+  if (!p.exec) return;
+  std::string first = graph_differs_from_eager(p, batch);
+  if (first.empty()) {
+    p.graph_check = "equal";
+    return;
+  }
+  // Tighter schedules, each checked again: all fused convs ordered, then one stream.
+  std::string why = "the " + std::to_string(p.sched.streams) + "-stream graph differed from the eager forward (" +
+                    first + ")";
+  for (int step = 0; step < 2 && !first.empty(); ++step) {
+    cudaGraphExecDestroy(p.exec);
+    p.exec = nullptr;
+    if (step == 0)
+      p.conv_order = 2;
+    else
+      p.max_streams = 1;
+    schedule(p, batch);
+    capture_and_instantiate(p, batch);
+    if (!p.exec) return;
+    first = graph_differs_from_eager(p, batch);
+    why += first.empty() ? std::string("; equal with ") + (step == 0 ? "all fused convs ordered" : "one stream")
+                         : std::string("; differed again (") + first + ")";
+  }
+  if (!first.empty()) {  // not even one stream agrees: run eagerly
+    cudaGraphExecDestroy(p.exec);
+    p.exec = nullptr;
+    p.capture_error = "the captured graph differs from the eager forward";
+  }
+  p.graph_check = why;
 }
 
 void CudaEngine::launch(int batch) {
@@ -567,6 +639,10 @@ std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int
 // --- end GPU preprocessing ---
 
 int CudaEngine::graph_streams(int batch) { return plan(batch).sched.streams; }
+std::string CudaEngine::graph_check(int batch) {
+  prepare(batch);
+  return plan(batch).graph_check;
+}
 int CudaEngine::graph_memsets_replaced(int batch) {
   prepare(batch);
   return plan(batch).memsets_replaced;

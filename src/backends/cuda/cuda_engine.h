@@ -82,6 +82,10 @@ class CudaEngine : public Engine {
   int graph_streams(int batch);
   int graph_waits(int batch);
   int graph_memsets_replaced(int batch);  // DETFORGE_CUDA_MEMSET_KERNELS=1: memset nodes run as kernels
+  // What prepare() found when it compared the captured graph's outputs with the eager forward's
+  // on one input (DETFORGE_CUDA_GRAPH_CHECK, default 1): "equal", or which schedule it fell back
+  // to and why; "off" when the check is off, "" while no graph is captured.
+  std::string graph_check(int batch);
   // DETFORGE_CUDA_SNAPSHOTS=1 (a debugging aid, off by default): every op's first output is
   // copied into a buffer of its own right after the op, inside the captured graph, so that two
   // replays can be compared op by op. Returns (op name, bytes) per op in issue order, after the
@@ -113,6 +117,11 @@ class CudaEngine : public Engine {
     std::vector<cudaEvent_t> events;   // per schedule entry that another stream waits for
     cudaGraphExec_t exec = nullptr;
     int nodes = 0;
+    // The schedule's concurrency: fused-conv ordering (DETFORGE_CUDA_CONV_HANDLES modes 2-5, 0
+    // none) and the stream cap; prepare() tightens them when the graph check fails.
+    int conv_order = 0;
+    int max_streams = 1;
+    std::string graph_check;  // what prepare()'s graph-versus-eager check found (graph_check())
     int memsets_replaced = 0;  // DETFORGE_CUDA_MEMSET_KERNELS
     std::vector<void*> op_ws;         // by op: DETFORGE_CUDA_OP_WORKSPACE private workspace, or null
     void* op_ws_buf = nullptr;
@@ -135,6 +144,12 @@ class CudaEngine : public Engine {
   // concurrent: ops on the plan's streams (graph capture only); otherwise all on stream_.
   // Captures one concurrent forward of `batch` (sets p.capture_error on failure).
   cudaGraph_t capture(BatchPlan& p, int batch);
+  // Captures, rewrites the memset nodes and instantiates p.exec (p.capture_error on failure).
+  void capture_and_instantiate(BatchPlan& p, int batch);
+  // Runs p.exec and the eager forward on one fresh pseudo-random input (the arena still holds
+  // the previous forward's values, so an op that reads its input too early sees them) and
+  // returns the first graph output whose bits differ, "" when all are equal. Restores d_in32_.
+  std::string graph_differs_from_eager(BatchPlan& p, int batch);
   void forward(BatchPlan& p, int batch, bool check, bool concurrent = false,
                const std::function<void(int, bool)>* hook = nullptr);
   void schedule(BatchPlan& p, int batch);
@@ -248,6 +263,12 @@ class CudaEngine : public Engine {
   // byte range) while other ops still overlap them. Replays agreed once at batch 2; its speed and
   // quality are not measured yet.
   int conv_handles_ = 0;
+  // DETFORGE_CUDA_GRAPH_CHECK (default 1): prepare() checks each captured graph against the
+  // eager forward and, when they differ, captures again with all fused convs ordered
+  // (CONV_HANDLES=2), then with one stream. Why: on the H200 (2026-12-03, seventh session) the
+  // 4-stream r18vd fp16 graph differed from the eager forward on every input (CudaGraphEqualsEager)
+  // and its detections failed the fp16 quality check; ordered fused convs or one stream did not.
+  bool graph_check_ = true;
   bool snapshots_ = false;  // DETFORGE_CUDA_SNAPSHOTS (op_snapshots)
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
   OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)

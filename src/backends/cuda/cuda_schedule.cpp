@@ -44,17 +44,19 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const FusedConv* f = p.fused[i].get();
     if (!f || p.own_conv[i] >= 0) continue;
-    if (conv_handles_ == 2 || (conv_handles_ == 3 && f->runtime_compiled()) ||
-        (conv_handles_ == 5 && f->uses_cublaslt())) {
+    const int m = p.conv_order;
+    if (m == 2 || (m == 3 && f->runtime_compiled()) || (m == 5 && f->uses_cublaslt())) {
       acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
-    } else if (conv_handles_ == 4) {
+    } else if (m == 4) {
       const uint64_t k = group.emplace(f->plan_name(), group.size() + 1).first->second;
       acc[i + 1].writes.push_back(graph::ByteRange{k, k + 1});
     }
   }
-  p.sched = graph::schedule_streams(acc, max_streams_);
+  p.sched = graph::schedule_streams(acc, p.max_streams);
   std::string why;
   if (!graph::schedule_is_safe(acc, p.sched, &why)) throw Error("cuda backend: unsafe stream schedule: " + why);
+  for (cudaEvent_t ev : p.events)  // a schedule made again (prepare's graph check)
+    if (ev) cudaEventDestroy(ev);
   p.events.assign(n, nullptr);
   for (size_t e = 0; e < n; ++e)
     if (p.sched.record[e]) DF_CUDA(cudaEventCreateWithFlags(&p.events[e], cudaEventDisableTiming));
