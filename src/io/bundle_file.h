@@ -1,7 +1,7 @@
-// The bundle container, format v1: one self-describing file per built model.
+// The bundle container, format v2: one self-describing file per built model.
 //
 //   offset 0   "DETFORGE"             8-byte magic
-//          8   u32 format version     little-endian, 1
+//          8   u32 format version     little-endian, 2 (1 is read too)
 //         12   u32 reserved           0
 //         16   u64 header length N    little-endian
 //         24   header JSON, N bytes   the caller's fields + "format_version" + "sections"
@@ -24,7 +24,9 @@
 
 namespace detforge {
 
-inline constexpr uint32_t kBundleFormatVersion = 1;
+// 2 (2026-12-03): a conv2d op may carry res_after_act (graph/ir.h), which a version-1 reader
+// would ignore, adding the residual before the activation; the container is unchanged.
+inline constexpr uint32_t kBundleFormatVersion = 2;
 inline constexpr size_t kBundleAlignment = 64;
 
 // A named section to write; it refers to the caller's bytes, which must outlive the write.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "io/bundle_file.h"
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
@@ -146,8 +147,8 @@ TEST(CliErrors, NewerBundleVersionRefused) {
   {
     std::fstream f(dir / "m.bundle", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);
-    const char v2[4] = {2, 0, 0, 0};
-    f.write(v2, 4);
+    const char newer[4] = {static_cast<char>(detforge::kBundleFormatVersion + 1), 0, 0, 0};
+    f.write(newer, 4);
   }
   expect_one_error_line(run_cli({"inspect", (dir / "m.bundle").string()}), "upgrade detforge");
 }

@@ -70,10 +70,10 @@ TEST(BundleFile, RoundTrip) {
                  {"labels", {"circle", "square"}}};
   write_bundle_atomically(p, header, {{"graph", graph}, {"weights", weights}, {"empty", std::string_view()}});
   BundleFile b = BundleFile::open(p);
-  EXPECT_EQ(b.format_version(), 1u);
+  EXPECT_EQ(b.format_version(), 2u);
   EXPECT_EQ(b.header()["family"], "rt_detr_v2");
   EXPECT_EQ(b.header()["labels"][1], "square");
-  EXPECT_EQ(b.header()["format_version"], 1);
+  EXPECT_EQ(b.header()["format_version"], 2);
   EXPECT_EQ(b.section_names(), (std::vector<std::string>{"graph", "weights", "empty"}));
   auto w = b.section("weights");
   ASSERT_EQ(w.size(), weights.size());
@@ -129,8 +129,12 @@ TEST(BundleFile, MissingFileNamesIt) {
 }
 
 TEST(BundleFile, NewerFormatVersionAsksForUpgrade) {
-  std::string e = error_of(raw_bundle(2, header_with(json::array(), 2), 256));
-  EXPECT_EQ(e, "bundle m.bundle has format version 2; this detforge reads up to version 1 — upgrade detforge");
+  std::string e = error_of(raw_bundle(3, header_with(json::array(), 3), 256));
+  EXPECT_EQ(e, "bundle m.bundle has format version 3; this detforge reads up to version 2 — upgrade detforge");
+}
+
+TEST(BundleFile, VersionOneIsStillRead) {
+  EXPECT_EQ(error_of(raw_bundle(1, header_with(json::array(), 1), 256)), "(no error)");
 }
 
 TEST(BundleFile, ChecksumMismatchNamesSectionAndCanBeSkipped) {
