@@ -251,23 +251,26 @@ class CudaEngine : public Engine {
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   bool share_conv_plans_ = false;
   // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams share cuDNN.
-  // 0 (default): one handle for every stream, as in every release so far. Replays of the 4-stream
-  // r18vd graph at batch 2 differ from each other (logits and top-k order; CudaDeterminism,
-  // H200 2026-12-03, 4 of 5 runs); one stream, or the legacy conv API (fp32, or
-  // DETFORGE_CUDA_FUSED_CONV=0), did not. fp16 quality held with it (parity test, batch 1, same
-  // day; shapes_val256 AP 0.7113 vs fp32 0.7115 the day before).
-  // 1: one handle per stream, each side stream's convs planned on their own. Replays agreed once
-  // at batch 2, but fp16 detections on shapes_val256 (batch 1) broke: precision 0.91, AP 0.663
-  // against fp32's 0.7115, differing from run to run (bench/results/h200/quality/2026-12-03b).
-  // 2: one handle, and the schedule orders all fused convs one after another (a shared pseudo
-  // byte range) while other ops still overlap them. Replays agreed once at batch 2; its speed and
-  // quality are not measured yet.
-  int conv_handles_ = 0;
+  // 2 (default): one handle, and the schedule orders all fused convs one after another (a
+  // shared pseudo byte range) while other ops still overlap them.
+  // 0: one handle, fused convs free to overlap (every release before 2026-12-03). On the H200
+  // (seventh session) its 4-stream r18vd fp16 graph differed from the eager forward on every
+  // batch-1 input (CudaGraphEqualsEager), its shapes_val256 fp16 detections failed the quality
+  // check (precision 0.905, AP 0.662 vs fp32 0.7115) and batch-2 replays differed from each
+  // other; with 2 all of these passed (precision 0.999, AP 0.7114) at ~30 us of batch-1 time
+  // (0.664 -> 0.702 ms; batch 32 6.21 -> 6.22 ms). The cause is not found (NOTES.md v10).
+  // 1: one handle per stream, each side stream's convs planned on their own: broke fp16 quality.
+  // 3 / 4 / 5: only the convs cuDNN compiles at run time / with the same plan / run through
+  // cuBLASLt ordered: 3 and 4 still differed from the eager forward (5 not measured).
+  int conv_handles_ = 2;
   // DETFORGE_CUDA_GRAPH_CHECK (default 1): prepare() checks each captured graph against the
   // eager forward and, when they differ, captures again with all fused convs ordered
-  // (CONV_HANDLES=2), then with one stream. Why: on the H200 (2026-12-03, seventh session) the
-  // 4-stream r18vd fp16 graph differed from the eager forward on every input (CudaGraphEqualsEager)
-  // and its detections failed the fp16 quality check; ordered fused convs or one stream did not.
+  // (CONV_HANDLES=2) unless they are, then with one stream. Why: on the H200 (2026-12-03,
+  // seventh session) the 4-stream r18vd fp16 graph with overlapping fused convs differed from the
+  // eager forward on every batch-1 input; the check caught it there and fell back (quality then
+  // passed), but at batch 2 4 of 40 replays of such an engine still differed from each other (a
+  // race that one check can miss), so the check is a safety net, not a proof: the default orders
+  // the fused convs (above), whose batch-2 replays agreed in 4 runs of 40.
   bool graph_check_ = true;
   bool snapshots_ = false;  // DETFORGE_CUDA_SNAPSHOTS (op_snapshots)
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
