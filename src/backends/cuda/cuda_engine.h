@@ -86,6 +86,13 @@ class CudaEngine : public Engine {
   // on one input (DETFORGE_CUDA_GRAPH_CHECK, default 1): "equal", or which schedule it fell back
   // to and why; "off" when the check is off, "" while no graph is captured.
   std::string graph_check(int batch);
+  // Diagnostic for the overlapping-fused-convs defect (NOTES.md v10): with the fused convs free
+  // to overlap, the graph of `batch` differs from the eager forward; this searches (ddmin) for a
+  // smallest set of fused convs whose ordering among themselves makes them agree, and returns
+  // their op names (empty: the overlapping graph already agrees, or ordering every fused conv
+  // does not help; `log` says which, and each trial). Afterwards the plan is captured again with
+  // the engine's own schedule. Slow-ish: one capture and two forwards per trial.
+  std::vector<std::string> conflicting_convs(int batch, std::string* log);
   // DETFORGE_CUDA_SNAPSHOTS=1 (a debugging aid, off by default): every op's first output is
   // copied into a buffer of its own right after the op, inside the captured graph, so that two
   // replays can be compared op by op. Returns (op name, bytes) per op in issue order, after the
@@ -120,6 +127,7 @@ class CudaEngine : public Engine {
     // The schedule's concurrency: fused-conv ordering (DETFORGE_CUDA_CONV_HANDLES modes 2-5, 0
     // none) and the stream cap; prepare() tightens them when the graph check fails.
     int conv_order = 0;
+    std::vector<char> order_ops;  // conv_order 6: by op, the fused convs to order (conflicting_convs)
     int max_streams = 1;
     std::string graph_check;  // what prepare()'s graph-versus-eager check found (graph_check())
     int memsets_replaced = 0;  // DETFORGE_CUDA_MEMSET_KERNELS
