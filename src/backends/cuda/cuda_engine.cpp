@@ -9,7 +9,6 @@
 #include <functional>
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/graph_memsets.h"
 #include "backends/cuda/image_input.h"
 #include "backends/cuda/kernels/conv_stem.h"
 #include "backends/cuda/kernels/kernels.h"
@@ -406,121 +405,6 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     if (!converted[o]) convert_output(o, stream_);
 }
 
-cudaGraph_t CudaEngine::capture(BatchPlan& p, int batch) {
-  cudaGraph_t graph = nullptr;
-  DF_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  try {
-    forward(p, batch, false, /*concurrent=*/true);
-  } catch (const std::exception& e) {
-    p.capture_error = e.what();
-  }
-  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
-  if (p.capture_error.empty() && e != cudaSuccess) p.capture_error = cudaGetErrorString(e);
-  return graph;
-}
-
-void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
-  cudaGraph_t graph = capture(p, batch);
-  cudaError_t e = cudaSuccess;
-  // cuDNN's memset nodes as kernel nodes (graph_memsets.h; default, DETFORGE_CUDA_MEMSET_KERNELS=0
-  // keeps them). A failed rewrite is dropped: the graph is captured again as it was.
-  if (p.capture_error.empty() && graph && memset_kernels_) {
-    p.memsets_replaced = replace_memset_nodes(graph);
-    if (p.memsets_replaced < 0) {
-      cudaGetLastError();
-      cudaGraphDestroy(graph);
-      graph = capture(p, batch);
-      p.memsets_replaced = 0;
-    }
-  }
-  if (p.capture_error.empty()) {
-    e = cudaGraphInstantiate(&p.exec, graph, 0);
-    if (e != cudaSuccess) p.capture_error = cudaGetErrorString(e);
-    size_t n = 0;
-    if (e == cudaSuccess && cudaGraphGetNodes(graph, nullptr, &n) == cudaSuccess) p.nodes = static_cast<int>(n);
-  }
-  if (graph) cudaGraphDestroy(graph);
-  if (!p.capture_error.empty()) {
-    cudaGetLastError();  // clear; this batch size runs eagerly
-    p.exec = nullptr;
-  }
-}
-
-std::string CudaEngine::graph_differs_from_eager(BatchPlan& p, int batch) {
-  const int64_t n = g_.tensor(g_.inputs[0]).numel() * batch;
-  std::vector<float> saved(static_cast<size_t>(n)), px(static_cast<size_t>(n));
-  DF_CUDA(cudaStreamSynchronize(stream_));
-  DF_CUDA(cudaMemcpy(saved.data(), d_in32_, sizeof(float) * n, cudaMemcpyDeviceToHost));
-  uint32_t state = 0x9e3779b9u;  // a fixed pseudo-random image in [0, 1)
-  for (auto& v : px) {
-    state = state * 1664525u + 1013904223u;
-    v = static_cast<float>(state >> 8) * (1.0f / 16777216.0f);
-  }
-  auto outputs = [&] {
-    std::vector<std::vector<float>> out(g_.outputs.size());
-    for (size_t o = 0; o < out.size(); ++o) {
-      out[o].resize(static_cast<size_t>(g_.tensor(g_.outputs[o]).numel() * batch));
-      DF_CUDA(cudaMemcpy(out[o].data(), d_out32_[o], sizeof(float) * out[o].size(), cudaMemcpyDeviceToHost));
-    }
-    return out;
-  };
-  DF_CUDA(cudaMemcpy(d_in32_, px.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
-  DF_CUDA(cudaGraphLaunch(p.exec, stream_));
-  DF_CUDA(cudaStreamSynchronize(stream_));
-  const auto from_graph = outputs();
-  forward(p, batch, false);
-  DF_CUDA(cudaStreamSynchronize(stream_));
-  const auto from_eager = outputs();
-  DF_CUDA(cudaMemcpy(d_in32_, saved.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
-  for (size_t o = 0; o < from_graph.size(); ++o)
-    if (std::memcmp(from_graph[o].data(), from_eager[o].data(), sizeof(float) * from_graph[o].size()) != 0)
-      return g_.tensor(g_.outputs[o]).name;
-  return "";
-}
-
-void CudaEngine::prepare(int batch) {
-  BatchPlan& p = plan(batch);
-  if (p.exec || !p.capture_error.empty()) return;
-  // One eager pass first: cuDNN/cuBLASLt load their kernels lazily, which capture forbids.
-  forward(p, batch, false);
-  DF_CUDA(cudaStreamSynchronize(stream_));
-  capture_and_instantiate(p, batch);
-  if (!graph_check_) {
-    p.graph_check = "off";
-    return;
-  }
-  if (!p.exec) return;
-  std::string first = graph_differs_from_eager(p, batch);
-  if (first.empty()) {
-    p.graph_check = "equal";
-    return;
-  }
-  // Tighter schedules, each checked again: all fused convs ordered (unless they already are),
-  // then one stream.
-  std::string why = "the " + std::to_string(p.sched.streams) + "-stream graph differed from the eager forward (" +
-                    first + ")";
-  for (int step = p.conv_order == 2 ? 1 : 0; step < 2 && !first.empty(); ++step) {
-    cudaGraphExecDestroy(p.exec);
-    p.exec = nullptr;
-    if (step == 0)
-      p.conv_order = 2;
-    else
-      p.max_streams = 1;
-    schedule(p, batch);
-    capture_and_instantiate(p, batch);
-    if (!p.exec) return;
-    first = graph_differs_from_eager(p, batch);
-    why += first.empty() ? std::string("; equal with ") + (step == 0 ? "all fused convs ordered" : "one stream")
-                         : std::string("; differed again (") + first + ")";
-  }
-  if (!first.empty()) {  // not even one stream agrees: run eagerly
-    cudaGraphExecDestroy(p.exec);
-    p.exec = nullptr;
-    p.capture_error = "the captured graph differs from the eager forward";
-  }
-  p.graph_check = why;
-}
-
 void CudaEngine::launch(int batch) {
   prepare(batch);
   BatchPlan& p = plan(batch);
@@ -539,7 +423,8 @@ std::string CudaEngine::conv_fusion_summary(int batch) {
   int rtc = 0;
   for (size_t i = 0; i < p.fused.size(); ++i) rtc += p.fused[i] && p.own_conv[i] < 0 && p.fused[i]->runtime_compiled();
   return std::to_string(p.n_own) + " convs on own implicit-GEMM kernels, " + std::to_string(p.n_fused - p.n_own) +
-         " fused in cuDNN (" + std::to_string(rtc) + " compiled at run time), " + std::to_string(p.n_unfused) + " with a separate epilogue" +
+         " fused in cuDNN (" + std::to_string(rtc) + " compiled at run time), " + std::to_string(p.n_unfused) +
+         " with a separate epilogue" +
          (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")") + "; " +
          std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels, " +
          std::to_string(small_linears(batch)) + " on own small-K/small-N kernels";
@@ -640,10 +525,6 @@ std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int
 // --- end GPU preprocessing ---
 
 int CudaEngine::graph_streams(int batch) { return plan(batch).sched.streams; }
-std::string CudaEngine::graph_check(int batch) {
-  prepare(batch);
-  return plan(batch).graph_check;
-}
 int CudaEngine::graph_memsets_replaced(int batch) {
   prepare(batch);
   return plan(batch).memsets_replaced;

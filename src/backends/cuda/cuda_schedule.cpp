@@ -1,6 +1,6 @@
 // The per-batch plan's concurrency: the stream schedule of its ops (graph/stream_schedule), the
-// cuDNN handles of side streams (DETFORGE_CUDA_CONV_HANDLES=1) and the op-output snapshot
-// buffers of DETFORGE_CUDA_SNAPSHOTS.
+// cuDNN handles of side streams (DETFORGE_CUDA_CONV_HANDLES=1), and the debugging aids' buffers
+// (DETFORGE_CUDA_SNAPSHOTS, DETFORGE_CUDA_OP_WORKSPACE) and op descriptions.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -99,71 +99,6 @@ void CudaEngine::alloc_snapshots(BatchPlan& p, int batch) {
     p.snap_bytes[i] = static_cast<size_t>(g_.tensor(t).numel()) * batch * elem_bytes(slots_[slots_[t].root]);
     DF_CUDA(cudaMalloc(&p.snap[i], p.snap_bytes[i]));
   }
-}
-
-std::vector<std::string> CudaEngine::conflicting_convs(int batch, std::string* log) {
-  prepare(batch);
-  BatchPlan& p = plan(batch);
-  const int own_order = p.conv_order, own_streams = p.max_streams;
-  std::vector<size_t> all;
-  for (size_t i = 0; i < g_.ops.size(); ++i)
-    if (p.fused[i] && p.own_conv[i] < 0) all.push_back(i);
-  int trials = 0;
-  // True when the graph with `set` ordered (the other fused convs free) equals the eager forward.
-  auto agrees = [&](const std::vector<size_t>& set) {
-    if (p.exec) cudaGraphExecDestroy(p.exec);
-    p.exec = nullptr;
-    p.conv_order = 6;
-    p.max_streams = max_streams_;
-    p.order_ops.assign(g_.ops.size(), 0);
-    for (size_t i : set) p.order_ops[i] = 1;
-    schedule(p, batch);
-    capture_and_instantiate(p, batch);
-    if (!p.exec) throw Error("cuda backend: conflicting_convs: capture failed: " + p.capture_error);
-    const bool ok = graph_differs_from_eager(p, batch).empty();
-    *log += "trial " + std::to_string(++trials) + ": " + std::to_string(set.size()) + " ordered -> " +
-            (ok ? "equal" : "differs") + "\n";
-    return ok;
-  };
-  std::vector<size_t> c;
-  if (agrees({})) {
-    *log += "the graph with overlapping fused convs equals the eager forward\n";
-  } else if (!agrees(all)) {
-    *log += "ordering every fused conv does not make the graph equal the eager forward\n";
-  } else {
-    // ddmin (Zeller): shrink a passing set to one where no chunk and no complement still passes.
-    c = all;
-    size_t n = 2;
-    while (c.size() >= 2) {
-      const size_t chunk = (c.size() + n - 1) / n;
-      bool reduced = false;
-      for (size_t k = 0; k < c.size() && !reduced; k += chunk) {
-        const std::vector<size_t> part(c.begin() + k, c.begin() + std::min(c.size(), k + chunk));
-        std::vector<size_t> rest(c.begin(), c.begin() + k);
-        rest.insert(rest.end(), c.begin() + std::min(c.size(), k + chunk), c.end());
-        if (part.size() >= 2 && agrees(part)) {
-          c = part, n = 2, reduced = true;
-        } else if (n > 2 && rest.size() >= 2 && agrees(rest)) {
-          c = rest, n = std::max<size_t>(n - 1, 2), reduced = true;
-        }
-      }
-      if (!reduced) {
-        if (n >= c.size()) break;
-        n = std::min(c.size(), 2 * n);
-      }
-    }
-  }
-  // Back to the engine's own schedule.
-  if (p.exec) cudaGraphExecDestroy(p.exec);
-  p.exec = nullptr;
-  p.conv_order = own_order;
-  p.max_streams = own_streams;
-  p.order_ops.clear();
-  schedule(p, batch);
-  capture_and_instantiate(p, batch);
-  std::vector<std::string> names;
-  for (size_t i : c) names.push_back(g_.ops[i].name + " (" + op_launch_summary(batch, i) + ")");
-  return names;
 }
 
 void CudaEngine::alloc_op_workspaces(BatchPlan& p, int batch) {
