@@ -40,6 +40,29 @@ std::string describe_difference(const std::vector<HostTensor>& a, const std::vec
   return s;
 }
 
+// An fp16 engine of `g` for up to `max_batch` images, built with the "VAR=value" settings given
+// (empty ones ignored) in the environment for its construction only.
+std::unique_ptr<Engine> fp16_engine(const graph::Graph& g, int max_batch, const std::vector<std::string>& settings) {
+  EngineOptions eo;
+  eo.max_batch = max_batch;
+  eo.precision = "fp16";
+  std::vector<std::string> vars;
+  for (const auto& s : settings) {
+    if (s.empty()) continue;
+    vars.push_back(s.substr(0, s.find('=')));
+    setenv(vars.back().c_str(), s.substr(s.find('=') + 1).c_str(), 1);
+  }
+  std::unique_ptr<Engine> eng;
+  try {
+    eng = make_cuda_engine(g, eo);
+  } catch (...) {
+    for (const auto& v : vars) unsetenv(v.c_str());
+    throw;
+  }
+  for (const auto& v : vars) unsetenv(v.c_str());
+  return eng;
+}
+
 // The default engine (fused convs ordered among themselves, DETFORGE_CUDA_CONV_HANDLES=2), without
 // PDL, on one stream (a race between streams would pass there), with one cuDNN handle per
 // stream and with the legacy conv API, each replayed 40 times. With fused convs free to overlap
@@ -55,14 +78,7 @@ TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
   const std::vector<float> px = random_vec(per * 2, 0, 1, 11);
-  EngineOptions eo;
-  eo.max_batch = 2;
-  eo.precision = "fp16";
-  const std::string setting = GetParam();
-  const std::string var = setting.substr(0, setting.find('='));
-  if (!var.empty()) setenv(var.c_str(), setting.substr(setting.find('=') + 1).c_str(), 1);
-  auto eng = make_cuda_engine(lb.graph, eo);
-  if (!var.empty()) unsetenv(var.c_str());
+  auto eng = fp16_engine(lb.graph, 2, {GetParam()});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(2));
@@ -105,14 +121,8 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
-  EngineOptions eo;
-  eo.max_batch = 1;
-  eo.precision = "fp16";
   const std::string setting = GetParam();
-  const std::string var = setting.substr(0, setting.find('='));
-  if (!var.empty()) setenv(var.c_str(), setting.substr(setting.find('=') + 1).c_str(), 1);
-  auto eng = make_cuda_engine(lb.graph, eo);
-  if (!var.empty()) unsetenv(var.c_str());
+  auto eng = fp16_engine(lb.graph, 1, {setting});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(1));
@@ -162,16 +172,6 @@ int changed_ops(cuda::CudaEngine& e, int batch, const std::vector<std::pair<std:
   return changed;
 }
 
-std::unique_ptr<Engine> snapshot_engine(const graph::Graph& g, int max_batch) {
-  EngineOptions eo;
-  eo.max_batch = max_batch;
-  eo.precision = "fp16";
-  setenv("DETFORGE_CUDA_SNAPSHOTS", "1", 1);
-  auto eng = make_cuda_engine(g, eo);
-  unsetenv("DETFORGE_CUDA_SNAPSHOTS");
-  return eng;
-}
-
 // Where replays start to differ (DETFORGE_CUDA_SNAPSHOTS=1 copies every op's output inside the
 // graph): per differing replay, the first ops in issue order whose output changed, and how many
 // ops changed. The first changed op is where a race lands: its producers' snapshots are
@@ -184,7 +184,7 @@ TEST(CudaDeterminism, R18vdFirstOpThatDiffersBetweenReplays) {
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 11);
-  auto eng = snapshot_engine(lb.graph, 2);
+  auto eng = fp16_engine(lb.graph, 2, {"DETFORGE_CUDA_SNAPSHOTS=1"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(2));
@@ -212,7 +212,7 @@ TEST(CudaDeterminism, R18vdFirstOpWhereGraphAndEagerDiffer) {
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  auto eng = snapshot_engine(lb.graph, 1);
+  auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_SNAPSHOTS=1"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(1));
@@ -241,14 +241,7 @@ TEST(CudaDeterminism, R18vdConvsThatMustNotOverlap) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
-  EngineOptions eo;
-  eo.max_batch = 1;
-  eo.precision = "fp16";
-  setenv("DETFORGE_CUDA_CONV_HANDLES", "0", 1);
-  setenv("DETFORGE_CUDA_GRAPH_CHECK", "0", 1);
-  auto eng = make_cuda_engine(lb.graph, eo);
-  unsetenv("DETFORGE_CUDA_CONV_HANDLES");
-  unsetenv("DETFORGE_CUDA_GRAPH_CHECK");
+  auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_CONV_HANDLES=0", "DETFORGE_CUDA_GRAPH_CHECK=0"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   std::string log;
@@ -272,15 +265,10 @@ TEST_P(CudaSchedulingSetting, GivesTheDefaultOutputsBitForBit) {
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 12);
-  EngineOptions eo;
-  eo.max_batch = 2;
-  eo.precision = "fp16";
   const std::string var = GetParam();
   std::vector<HostTensor> out[2];
   for (int k = 0; k < 2; ++k) {
-    if (k) setenv(var.c_str(), "0", 1);
-    auto eng = make_cuda_engine(lb.graph, eo);
-    unsetenv(var.c_str());
+    auto eng = fp16_engine(lb.graph, 2, {k ? var + "=0" : ""});
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
     ASSERT_NE(e, nullptr);
     ASSERT_TRUE(e->graph_captured(2));
