@@ -58,7 +58,8 @@ for v in variants:
                          "engine_load_s": j.get("engine_load_s"), "kernels_per_forward": p.get("kernels_per_forward"),
                          "gpu_ms_per_forward": p.get("gpu_ms_per_forward"), "group_ms": p.get("group_ms"),
                          "graph_streams": j["engine"].get("graph_streams"), "graph_waits": j["engine"].get("graph_waits"),
-                         "small_linears": j["engine"].get("small_linears")})
+                         "small_linears": j["engine"].get("small_linears"),
+                         "graph_check": j["engine"].get("graph_check")})
 json.dump(recs, open(os.path.join(out, "ab.json"), "w"), indent=1)
 base = {}
 for r in recs:
