@@ -3,8 +3,8 @@
 #include "graph/pass_util.h"
 
 #include <cmath>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
