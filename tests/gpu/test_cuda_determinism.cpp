@@ -253,6 +253,28 @@ TEST(CudaDeterminism, R18vdConvsThatMustNotOverlap) {
   EXPECT_TRUE(e->graph_captured(1));  // captured again with its own schedule
 }
 
+// No op writes past the end of its output (DETFORGE_CUDA_ARENA_GUARD=1: guard bytes after every
+// arena buffer, filled before the op and read back after it, in an eager forward). Such a write
+// would land in a neighbouring buffer that another stream may be reading or writing: one
+// explanation left for the overlapping-fused-convs defect (NOTES.md v10). Written in the seventh
+// session after the device time ran out: not yet run.
+TEST(CudaDeterminism, R18vdNoOpWritesPastItsOutput) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 13);
+  auto eng = fp16_engine(lb.graph, 2, {"DETFORGE_CUDA_ARENA_GUARD=1"});
+  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+  ASSERT_NE(e, nullptr);
+  for (int b : {1, 2}) {
+    e->run(px.data(), b);  // the inputs the guarded forward then uses
+    std::string list;
+    for (const auto& s : e->arena_overruns(b)) list += "\n  " + s;
+    EXPECT_TRUE(list.empty()) << "batch " << b << ", ops that wrote past an output:" << list;
+  }
+}
+
 // Engine settings that change how the forward is scheduled, not what it computes: turned off,
 // the outputs must be bit-identical to the default engine's. MEMSET_KERNELS rewrites cuDNN's
 // memset nodes as kernel nodes (the same bytes written), EARLY_OUTPUTS converts outputs on their

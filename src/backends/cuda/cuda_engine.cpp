@@ -94,6 +94,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 2);
   op_workspaces_ = env_int("DETFORGE_CUDA_OP_WORKSPACE", 0, 0, 1) != 0;
   graph_check_ = env_int("DETFORGE_CUDA_GRAPH_CHECK", 1, 0, 1) != 0;
+  arena_guard_ = env_int("DETFORGE_CUDA_ARENA_GUARD", 0, 0, 1) ? kArenaGuardBytes : 0;
   lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", 0, 0, 1024);
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
@@ -273,7 +274,8 @@ void CudaEngine::find_stem_op() {
 void CudaEngine::plan_memory() {
   std::vector<int> root(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) root[i] = slots_[i].root;
-  const auto ar = graph::arena_requests(g_, root, [&](int r) { return slot_bytes(r); }, extra_reads_);
+  const auto ar =
+      graph::arena_requests(g_, root, [&](int r) { return slot_bytes(r) + arena_guard_; }, extra_reads_);
   const auto& roots = ar.roots;
   const auto& lt = ar.reqs;
   // DAG-aware reuse (default; DETFORGE_CUDA_DAG_REUSE=0 turns it off): a buffer takes freed bytes

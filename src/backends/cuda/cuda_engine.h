@@ -93,6 +93,11 @@ class CudaEngine : public Engine {
   // does not help; `log` says which, and each trial). Afterwards the plan is captured again with
   // the engine's own schedule. Slow-ish: one capture and two forwards per trial.
   std::vector<std::string> conflicting_convs(int batch, std::string* log);
+  // With DETFORGE_CUDA_ARENA_GUARD=1: one eager forward of `batch` (current inputs) in which the
+  // guard bytes after each op's outputs are filled with a pattern before the op and read back
+  // after it; returns the ops that wrote past the end of an output ("op name: output tensor").
+  // Throws detforge::Error when the engine was built without the guard.
+  std::vector<std::string> arena_overruns(int batch);
   // DETFORGE_CUDA_SNAPSHOTS=1 (a debugging aid, off by default): every op's first output is
   // copied into a buffer of its own right after the op, inside the captured graph, so that two
   // replays can be compared op by op. Returns (op name, bytes) per op in issue order, after the
@@ -193,6 +198,10 @@ class CudaEngine : public Engine {
   // workspace gets bytes of its own instead of its stream's, so no two ops share workspace bytes.
   void alloc_op_workspaces(BatchPlan& p, int batch);
   bool op_workspaces_ = false;
+  // DETFORGE_CUDA_ARENA_GUARD=1 (a debugging aid, off by default): every arena buffer is followed
+  // by kArenaGuardBytes of its own, which arena_overruns() watches.
+  static constexpr size_t kArenaGuardBytes = 4096;
+  size_t arena_guard_ = 0;
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
   std::vector<HostTensor> collect(int batch) const;

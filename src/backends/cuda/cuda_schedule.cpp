@@ -101,6 +101,35 @@ void CudaEngine::alloc_snapshots(BatchPlan& p, int batch) {
   }
 }
 
+std::vector<std::string> CudaEngine::arena_overruns(int batch) {
+  if (!arena_guard_) throw Error("cuda backend: arena_overruns needs DETFORGE_CUDA_ARENA_GUARD=1 at engine creation");
+  constexpr unsigned char kPattern = 0xA5;
+  std::vector<std::string> found;
+  std::vector<unsigned char> back(arena_guard_);
+  // The guard of a root slot: the bytes right after its max_batch extent, in its own request.
+  auto guard = [&](graph::TensorId t) {
+    const int r = slots_[t].root;
+    return static_cast<char*>(slots_[r].dev) + slot_bytes(r);
+  };
+  run_eager_hooked(batch, [&](int i, bool before) {
+    if (i < 0 || g_.ops[i].kind == OpKind::reshape) return;
+    for (auto t : g_.ops[i].outputs) {
+      if (before) {
+        DF_CUDA(cudaMemsetAsync(guard(t), kPattern, arena_guard_, stream_));
+        continue;
+      }
+      DF_CUDA(cudaStreamSynchronize(stream_));
+      DF_CUDA(cudaMemcpy(back.data(), guard(t), arena_guard_, cudaMemcpyDeviceToHost));
+      for (unsigned char b : back)
+        if (b != kPattern) {
+          found.push_back(g_.ops[i].name + ": " + g_.tensor(t).name);
+          break;
+        }
+    }
+  });
+  return found;
+}
+
 void CudaEngine::alloc_op_workspaces(BatchPlan& p, int batch) {
   if (!op_workspaces_) return;
   std::vector<size_t> bytes(g_.ops.size(), 0), off(g_.ops.size(), 0);
