@@ -69,6 +69,7 @@ float Op::attr_float(const char* key) const {
   if (!attrs.contains(key)) throw Error("op " + name + " (" + op_kind_name(kind) + ") lacks attribute '" + key + "'");
   return attrs.at(key).get<float>();
 }
+bool Op::res_after_act() const { return attr_int_or("res_after_act", 0) != 0; }
 Act Op::act() const { return attrs.contains("act") ? act_from_name(attrs.at("act").get<std::string>()) : Act::none; }
 
 TensorId Graph::add_tensor(Tensor t) {

@@ -95,6 +95,7 @@ struct Op {
   int attr_int_or(const char* key, int dflt) const;  // dflt when the attribute is absent
   float attr_float(const char* key) const;
   Act act() const;  // attrs["act"], none when absent
+  bool res_after_act() const;  // conv2d attrs["res_after_act"] (residual added after the activation), false when absent
 };
 
 // An attention op's column offsets (attrs q_col, k_col, v_col; 0 when absent).

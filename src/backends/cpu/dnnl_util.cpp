@@ -64,7 +64,7 @@ void DnnlEpilogueStep::bind(const CompileCtx& cc, const graph::Op& op, dnnl::pri
   x_ = op.inputs[0];
   y_ = op.outputs[0];
   res_ = has_res ? op.inputs[3] : graph::kNoTensor;
-  res_arg_ = epilogue_residual_arg(op.act(), op.attr_int_or("res_after_act", 0) != 0);
+  res_arg_ = epilogue_residual_arg(op.act(), op.res_after_act());
   weights_ = dnnl::memory(pd.weights_desc(0), cc.eng);
   dnnl::stream s(cc.eng);
   dnnl::reorder(w_user, weights_).execute(s, w_user, weights_);

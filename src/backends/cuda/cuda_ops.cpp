@@ -77,7 +77,7 @@ std::string CudaEngine::conv_key(size_t i, int batch) const {
   return std::to_string(s.B) + "," + std::to_string(s.H) + "," + std::to_string(s.W) + "," + std::to_string(s.Ci) +
          "," + std::to_string(s.Co) + "," + std::to_string(s.kh) + "," + std::to_string(s.kw) + "," +
          std::to_string(s.stride) + "," + std::to_string(s.pad) + "," + std::to_string(bias) + std::to_string(res) +
-         graph::act_name(op.act()) + (op.attr_int_or("res_after_act", 0) ? ",res_after_act" : "");
+         graph::act_name(op.act()) + (op.res_after_act() ? ",res_after_act" : "");
 }
 
 std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudnnHandle_t h, const std::string& tag,
@@ -91,9 +91,9 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
     const ConvBuffers cb = op_buffers(op, bias, res);
     const ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
     std::unique_ptr<FusedConv> fc;
-    const bool after = op.attr_int_or("res_after_act", 0) != 0;
-    if (conv_ws0_) fc = make_fused_conv(h, s, bias, res, op.act(), 0, why, &tune, nullptr, after);
-    if (!fc) fc = make_fused_conv(h, s, bias, res, op.act(), workspace_bytes_, why, &tune, nullptr, after);
+    if (conv_ws0_) fc = make_fused_conv(h, s, bias, res, op.act(), 0, why, &tune, nullptr, op.res_after_act());
+    if (!fc)
+      fc = make_fused_conv(h, s, bias, res, op.act(), workspace_bytes_, why, &tune, nullptr, op.res_after_act());
     it = fused_cache_.emplace(plan_key, std::move(fc)).first;
   }
   return it->second;
@@ -111,7 +111,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       const ConvBuffers cb = op_buffers(op, bias, res);
       p.fused[i] = fused_conv_plan(i, batch, cudnn_, "", &why);
       // Our implicit-GEMM epilogue adds the residual before the activation only.
-      const bool own_ok = op.attr_int_or("res_after_act", 0) == 0;
+      const bool own_ok = !op.res_after_act();
       if (own_ok && (p.fused[i] || own_conv_ == OwnConvMode::force)) {
         auto oc = own_conv_cache_.find(key);
         if (oc == own_conv_cache_.end()) {
@@ -196,7 +196,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       }
       p.conv[i]->run(in(0), in(1), y, ws, s);
       const Act act = op.act();
-      if (op.attr_int_or("res_after_act", 0) && in(3)) {  // act(conv + b) + residual: two passes
+      if (op.res_after_act() && in(3)) {  // act(conv + b) + residual: two passes
         bias_act(y, in(2), nullptr, y, n_out, static_cast<int>(oshape.back()), act, half_, s);
         add_act(y, in(3), n_out, y, n_out, Act::none, half_, s);
       } else if (in(2) || in(3) || act != Act::none) {

@@ -44,7 +44,7 @@ class Conv2dStep final : public DnnlEpilogueStep {
                                                     src_md, w_any, b_md, dst_md, {s, s}, {p, p}, {p, p})
                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                                     src_md, w_any, dst_md, {s, s}, {p, p}, {p, p});
-    auto attr = make_epilogue_attr(op.act(), has_res ? &dst_md : nullptr, op.attr_int_or("res_after_act", 0) != 0);
+    auto attr = make_epilogue_attr(op.act(), has_res ? &dst_md : nullptr, op.res_after_act());
     auto pd = make_primitive_desc<dnnl::convolution_forward::primitive_desc>(op, "convolution", d, attr, cc.eng);
     // Weights: OIHW fp32 master copy, reordered once by bind().
     memory w_user({{Co, Ci, kh, kw}, dt::f32, tag::oihw}, cc.eng, const_cast<float*>(wdata.data()));
