@@ -55,6 +55,13 @@ void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
   }
 }
 
+void CudaEngine::recapture(BatchPlan& p, int batch) {
+  if (p.exec) cudaGraphExecDestroy(p.exec);
+  p.exec = nullptr;
+  schedule(p, batch);
+  capture_and_instantiate(p, batch);
+}
+
 std::string CudaEngine::graph_differs_from_eager(BatchPlan& p, int batch) {
   const int64_t n = g_.tensor(g_.inputs[0]).numel() * batch;
   std::vector<float> saved(static_cast<size_t>(n)), px(static_cast<size_t>(n));
@@ -109,14 +116,11 @@ void CudaEngine::prepare(int batch) {
   std::string why = "the " + std::to_string(p.sched.streams) + "-stream graph differed from the eager forward (" +
                     first + ")";
   for (int step = p.conv_order == 2 ? 1 : 0; step < 2 && !first.empty(); ++step) {
-    cudaGraphExecDestroy(p.exec);
-    p.exec = nullptr;
     if (step == 0)
       p.conv_order = 2;
     else
       p.max_streams = 1;
-    schedule(p, batch);
-    capture_and_instantiate(p, batch);
+    recapture(p, batch);
     if (!p.exec) return;
     first = graph_differs_from_eager(p, batch);
     why += first.empty() ? std::string("; equal with ") + (step == 0 ? "all fused convs ordered" : "one stream")
@@ -144,14 +148,11 @@ std::vector<std::string> CudaEngine::conflicting_convs(int batch, std::string* l
   int trials = 0;
   // True when the graph with `set` ordered (the other fused convs free) equals the eager forward.
   auto agrees = [&](const std::vector<size_t>& set) {
-    if (p.exec) cudaGraphExecDestroy(p.exec);
-    p.exec = nullptr;
     p.conv_order = 6;
     p.max_streams = max_streams_;
     p.order_ops.assign(g_.ops.size(), 0);
     for (size_t i : set) p.order_ops[i] = 1;
-    schedule(p, batch);
-    capture_and_instantiate(p, batch);
+    recapture(p, batch);
     if (!p.exec) throw Error("cuda backend: conflicting_convs: capture failed: " + p.capture_error);
     const bool ok = graph_differs_from_eager(p, batch).empty();
     *log += "trial " + std::to_string(++trials) + ": " + std::to_string(set.size()) + " ordered -> " +
@@ -187,13 +188,10 @@ std::vector<std::string> CudaEngine::conflicting_convs(int batch, std::string* l
     }
   }
   // Back to the engine's own schedule.
-  if (p.exec) cudaGraphExecDestroy(p.exec);
-  p.exec = nullptr;
   p.conv_order = own_order;
   p.max_streams = own_streams;
   p.order_ops.clear();
-  schedule(p, batch);
-  capture_and_instantiate(p, batch);
+  recapture(p, batch);
   std::vector<std::string> names;
   for (size_t i : c) names.push_back(g_.ops[i].name + " (" + op_launch_summary(batch, i) + ")");
   return names;

@@ -159,6 +159,9 @@ class CudaEngine : public Engine {
   cudaGraph_t capture(BatchPlan& p, int batch);
   // Captures, rewrites the memset nodes and instantiates p.exec (p.capture_error on failure).
   void capture_and_instantiate(BatchPlan& p, int batch);
+  // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
+  // and captures it again.
+  void recapture(BatchPlan& p, int batch);
   // Runs p.exec and the eager forward on one fresh pseudo-random input (the arena still holds
   // the previous forward's values, so an op that reads its input too early sees them) and
   // returns the first graph output whose bits differ, "" when all are equal. Restores d_in32_.
