@@ -5,7 +5,9 @@
 // not overlap (src/backends/cuda/NOTES.md v10).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -28,9 +30,31 @@ cudaGraph_t CudaEngine::capture(BatchPlan& p, int batch) {
   return graph;
 }
 
+// DETFORGE_CUDA_GRAPH_DUMP=dir (a debugging aid): every captured graph as it comes from capture
+// (before the memset rewrite) goes to dir/graph_b<batch>_<n>.dot (cudaGraphDebugDotPrint, verbose:
+// kernel names, memset and memcpy targets), and dir/ranges.txt says which device bytes are ours,
+// so a node touching memory outside them (a library's own buffer that two streams would share)
+// shows. Why: the overlapping-fused-convs defect (NOTES.md v10) has no byte-range explanation.
+void CudaEngine::dump_graph(cudaGraph_t graph, int batch) {
+  const char* dir = std::getenv("DETFORGE_CUDA_GRAPH_DUMP");
+  if (!dir || !graph) return;
+  static int n = 0;
+  const std::string f = std::string(dir) + "/graph_b" + std::to_string(batch) + "_" + std::to_string(n++) + ".dot";
+  if (cudaGraphDebugDotPrint(graph, f.c_str(), cudaGraphDebugDotFlagsVerbose) != cudaSuccess) cudaGetLastError();
+  std::ofstream r(std::string(dir) + "/ranges.txt", std::ios::trunc);
+  auto range = [&](const char* what, const void* b, size_t bytes) { r << what << " " << b << " " << bytes << "\n"; };
+  range("arena", arena_, arena_bytes_);
+  range("weights", weights_, weight_bytes_);
+  range("workspace", workspace_, workspace_bytes_);
+  for (void* w : side_ws_) range("side_workspace", w, workspace_bytes_);
+  range("input32", d_in32_, 0);
+  for (float* o : d_out32_) range("output32", o, 0);
+}
+
 void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
   cudaGraph_t graph = capture(p, batch);
   cudaError_t e = cudaSuccess;
+  if (p.capture_error.empty()) dump_graph(graph, batch);
   // cuDNN's memset nodes as kernel nodes (graph_memsets.h; default, DETFORGE_CUDA_MEMSET_KERNELS=0
   // keeps them). A failed rewrite is dropped: the graph is captured again as it was.
   if (p.capture_error.empty() && graph && memset_kernels_) {

@@ -158,6 +158,7 @@ class CudaEngine : public Engine {
   // Captures one concurrent forward of `batch` (sets p.capture_error on failure).
   cudaGraph_t capture(BatchPlan& p, int batch);
   // Captures, rewrites the memset nodes and instantiates p.exec (p.capture_error on failure).
+  void dump_graph(cudaGraph_t graph, int batch);  // DETFORGE_CUDA_GRAPH_DUMP (cuda_capture.cpp)
   void capture_and_instantiate(BatchPlan& p, int batch);
   // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
   // and captures it again.
