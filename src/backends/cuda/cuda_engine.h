@@ -231,10 +231,12 @@ class CudaEngine : public Engine {
   // DETFORGE_CUDA_SMALL_LINEAR: 0 off, 1 (default) linears with K <= 8 on kernels/small_linear.cu
   // instead of cuBLASLt, 2 also those with N <= 8 (build_op_plan).
   int small_linear_ = 1;
-  // DETFORGE_CUDA_LT_SM_TARGET=n (default 0 = off): linears of >= 4096 rows ask cuBLASLt for plans
-  // on n SMs. Why tried: at batch 1 the 8400-row encoder bbox head filled all 132 SMs, and the
-  // top-k select (one CTA needing a whole SM) waited ~7 us for one (H200 timeline, 2026-12-03).
-  int lt_sm_target_ = 0;
+  // DETFORGE_CUDA_LT_SM_TARGET=n (default 116, 0 = off): linears of 4096-16800 rows (r18vd's
+  // 8400-row encoder heads at batch 1-2) ask cuBLASLt for plans on n SMs. Why: at batch 1 the
+  // bbox head filled all 132 SMs, and the top-k select (one CTA needing a whole SM) waited ~7 us
+  // for one (H200 timeline, 2026-12-03). Measured b1 0.6789 -> 0.6687 and 0.7016 -> 0.6930 ms in
+  // two sessions; at batch 32 it cost 0-0.7 %, hence the row cap.
+  int lt_sm_target_ = 116;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
   std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1
@@ -272,18 +274,25 @@ class CudaEngine : public Engine {
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   bool share_conv_plans_ = false;
   // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams share cuDNN.
-  // 2 (default): one handle, and the schedule orders all fused convs one after another (a
-  // shared pseudo byte range) while other ops still overlap them.
-  // 0: one handle, fused convs free to overlap (every release before 2026-12-03). On the H200
-  // (seventh session) its 4-stream r18vd fp16 graph differed from the eager forward on every
-  // batch-1 input (CudaGraphEqualsEager), its shapes_val256 fp16 detections failed the quality
-  // check (precision 0.905, AP 0.662 vs fp32 0.7115) and batch-2 replays differed from each
-  // other; with 2 all of these passed (precision 0.999, AP 0.7114) at ~30 us of batch-1 time
-  // (0.664 -> 0.702 ms; batch 32 6.21 -> 6.22 ms). The cause is not found (NOTES.md v10).
-  // 1: one handle per stream, each side stream's convs planned on their own: broke fp16 quality.
-  // 3 / 4 / 5: only the convs cuDNN compiles at run time / with the same plan / run through
-  // cuBLASLt ordered: 3 and 4 still differed from the eager forward (5 not measured).
-  int conv_handles_ = 2;
+  // 7 (default): one handle; the precompiled fused convs (not compiled at run time: r18vd's
+  // backbone, engines 41/39/32/10) run one after another (a shared pseudo byte range), the
+  // runtime-compiled ones (the CCFM's, engine 4) and all other ops still overlap them.
+  // 2: all fused convs ordered (the default of the seventh session).
+  // 0: fused convs free to overlap (every release before 2026-12-03). On the H200 its 4-stream
+  // r18vd fp16 graph differed from the eager forward on every batch-1 input
+  // (CudaGraphEqualsEager) and its shapes_val256 fp16 detections failed the quality check
+  // (precision 0.905, AP 0.662 vs fp32 0.7115); with 2 both passed (0.999, AP 0.7114) at ~35 us
+  // of batch-1 time (0.664 -> 0.702 ms). CudaEngine::conflicting_convs (ddmin over the set
+  // ordered) then named the pair (eighth session): backbone stage 1's 3x3/2 conv and its
+  // shortcut (the avg-pool folded 2x2/2 conv), both precompiled sm90 xmma plans of engine 41
+  // reading one input on two streams; ordering those two alone made the graph equal the eager
+  // forward. Which state the two kernels share is not known (not our workspace: a private one
+  // per op did not help; not the memset rewrite, PDL, nor cuBLASLt). 7 orders every precompiled
+  // plan, the class the pair belongs to, and leaves the CCFM's runtime-compiled convs free.
+  // 1: one handle per stream, convs free to overlap: broke fp16 quality.
+  // 3 / 4 / 5: only the runtime-compiled convs / same-plan convs / cuBLASLt-backed convs ordered:
+  // all three still differed from the eager forward. 8: same-engine convs ordered.
+  int conv_handles_ = 7;
   // DETFORGE_CUDA_GRAPH_CHECK (default 1): prepare() checks each captured graph against the
   // eager forward and, when they differ, captures again with all fused convs ordered
   // (CONV_HANDLES=2) unless they are, then with one stream. Why: on the H200 (2026-12-03,

@@ -148,7 +148,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const bool relu = op.act() == Act::relu && !res;
     p.lin[i] = std::make_unique<LtLinear>(lt_, static_cast<int>(rows), N, K, half_, bias, relu, res,
                                           std::min(kLtWorkspace, workspace_bytes_), op_label(op),
-                                          rows >= 4096 ? lt_sm_target_ : 0);
+                                          rows >= 4096 && rows <= 16800 ? lt_sm_target_ : 0);
     if (half_ && own_conv_ != OwnConvMode::off) {
       // A linear is a 1x1 convolution over `rows` pixels: our implicit-GEMM variants compete
       // with cuBLASLt, whose tiny GEMMs (300 x 256 x 256) take ~3 us each at batch 1.

@@ -39,17 +39,22 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
   // Fused convs ordered among themselves: each "writes" a pseudo byte range (below any device
   // address) shared by the convs to keep apart. 2: all fused convs; 3: those whose kernel cuDNN
   // compiles at run time; 4: those with the same cuDNN plan (one range per plan name); 5: those
-  // whose engine runs through cuBLASLt (behavior note CUBLASLT_DEPENDENCY); 6: p.order_ops.
+  // whose engine runs through cuBLASLt (behavior note CUBLASLT_DEPENDENCY); 6: p.order_ops;
+  // 7: the precompiled ones (not compiled at run time); 8: those of the same cuDNN engine (one
+  // range per engine id, "eng41" of "eng41_k2=4_..."). Why 7 and 8: conflicting_convs named one
+  // pair on the H200 (2026-12-03, eighth session), stage 1's 3x3/2 conv and its shortcut, two
+  // precompiled sm90 xmma plans of engine 41 that read the same input on two streams.
   std::map<std::string, uint64_t> group;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const FusedConv* f = p.fused[i].get();
     if (!f || p.own_conv[i] >= 0) continue;
     const int m = p.conv_order;
     if (m == 2 || (m == 3 && f->runtime_compiled()) || (m == 5 && f->uses_cublaslt()) ||
-        (m == 6 && i < p.order_ops.size() && p.order_ops[i])) {
+        (m == 6 && i < p.order_ops.size() && p.order_ops[i]) || (m == 7 && !f->runtime_compiled())) {
       acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
-    } else if (m == 4) {
-      const uint64_t k = group.emplace(f->plan_name(), group.size() + 1).first->second;
+    } else if (m == 4 || m == 8) {
+      const std::string& name = f->plan_name();
+      const uint64_t k = group.emplace(m == 4 ? name : name.substr(0, name.find('_')), group.size() + 1).first->second;
       acc[i + 1].writes.push_back(graph::ByteRange{k, k + 1});
     }
   }
