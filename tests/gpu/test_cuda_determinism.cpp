@@ -67,9 +67,8 @@ std::unique_ptr<Engine> fp16_engine(const graph::Graph& g, int max_batch, const 
   return eng;
 }
 
-// The default engine (precompiled fused convs ordered among themselves, DETFORGE_CUDA_CONV_HANDLES=7)
-// with and without its graph check (the schedule itself must hold, not only its fallback), with
-// all fused convs ordered (2), without PDL, on one stream (a race between streams would pass
+// The default engine (fused convs ordered among themselves, DETFORGE_CUDA_CONV_HANDLES=2) with
+// and without its graph check (the schedule itself must hold, not only its fallback), without PDL, on one stream (a race between streams would pass
 // there) and with the legacy conv API, each replayed 40 times. With fused convs free to overlap
 // (CONV_HANDLES=0, the default before 2026-12-03) up to 28 of 40 replays differed on the H200, by
 // up to 4 in a logit and in the top-k order; the ordered default passed 4 runs of 40 (sixth and
@@ -107,8 +106,7 @@ TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(R18vd, CudaDeterminism,
-                         ::testing::Values("", "DETFORGE_CUDA_GRAPH_CHECK=0", "DETFORGE_CUDA_CONV_HANDLES=2",
-                                           "DETFORGE_CUDA_PDL=0", "DETFORGE_CUDA_STREAMS=1", "DETFORGE_CUDA_FUSED_CONV=0"));
+                         ::testing::Values("", "DETFORGE_CUDA_GRAPH_CHECK=0", "DETFORGE_CUDA_PDL=0", "DETFORGE_CUDA_STREAMS=1", "DETFORGE_CUDA_FUSED_CONV=0"));
 
 // Batch 1, the shape `detforge eval` runs: the captured graph (ops on several streams) must give
 // the bits of the eager forward (the same kernels and plans, one stream) for every input. Why:
@@ -118,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaDeterminism,
 // convs (CONV_HANDLES=2, now the default) passed (0.998, AP 0.7114); replays of one batch-2 input
 // caught that race only now and then. With the graph check (default) every setting here passes:
 // the check falls back to a schedule that agrees (it prints what it found); the default schedule
-// (CONV_HANDLES=7) must also pass without it.
+// must also pass without it. Partial orderings (CONV_HANDLES=3, 4, 5, 7, 8) did not, on the H200.
 class CudaGraphEqualsEager : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
@@ -153,7 +151,7 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
 
 INSTANTIATE_TEST_SUITE_P(R18vd, CudaGraphEqualsEager,
                          ::testing::Values("", "DETFORGE_CUDA_GRAPH_CHECK=0", "DETFORGE_CUDA_STREAMS=1",
-                                           "DETFORGE_CUDA_CONV_HANDLES=0", "DETFORGE_CUDA_CONV_HANDLES=8 DETFORGE_CUDA_GRAPH_CHECK=0"));
+                                           "DETFORGE_CUDA_CONV_HANDLES=0"));
 
 // Op-by-op comparison of two DETFORGE_CUDA_SNAPSHOTS sets of one engine: how many ops' outputs
 // differ and the first three in issue order (stream, what they launch, changed bytes).
@@ -241,10 +239,10 @@ TEST(CudaDeterminism, R18vdFirstOpWhereGraphAndEagerDiffer) {
 
 // Which fused convs must not overlap: with them free to (CONV_HANDLES=0) and the graph check off,
 // CudaEngine::conflicting_convs searches for a smallest set whose ordering makes the batch-1
-// graph equal the eager forward (NOTES.md v10). On the H200 (eighth session) it named backbone
-// stage 1's 3x3/2 conv and its shortcut conv, two precompiled engine-41 plans: the default
-// (CONV_HANDLES=7) orders every precompiled plan, so a runtime-compiled conv in the list would
-// mean the default leaves a conflicting conv free.
+// graph equal the eager forward for one input (NOTES.md v11). On the H200 (eighth session) it
+// named backbone stage 1's 3x3/2 conv and its shortcut conv (two precompiled engine-41 plans),
+// but ordering all precompiled plans (CONV_HANDLES=7) still left 1-2 of 16 inputs differing:
+// the pair is the most frequent conflict, not the only one.
 TEST(CudaDeterminism, R18vdConvsThatMustNotOverlap) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
@@ -258,7 +256,6 @@ TEST(CudaDeterminism, R18vdConvsThatMustNotOverlap) {
   for (const auto& n : names) std::printf("must not overlap: %s\n", n.c_str());
   EXPECT_NE(log.find("trial"), std::string::npos);
   EXPECT_NE(names.size(), 1u) << "one ordered conv has nothing to be ordered against";
-  for (const auto& n : names) EXPECT_EQ(n.find("compiled at run time"), std::string::npos) << n;
   EXPECT_TRUE(e->graph_captured(1));  // captured again with its own schedule
 }
 

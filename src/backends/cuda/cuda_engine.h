@@ -274,25 +274,22 @@ class CudaEngine : public Engine {
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   bool share_conv_plans_ = false;
   // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams share cuDNN.
-  // 7 (default): one handle; the precompiled fused convs (not compiled at run time: r18vd's
-  // backbone, engines 41/39/32/10) run one after another (a shared pseudo byte range), the
-  // runtime-compiled ones (the CCFM's, engine 4) and all other ops still overlap them.
-  // 2: all fused convs ordered (the default of the seventh session).
+  // 2 (default): one handle, and the schedule orders all fused convs one after another (a
+  // shared pseudo byte range) while other ops still overlap them.
   // 0: fused convs free to overlap (every release before 2026-12-03). On the H200 its 4-stream
   // r18vd fp16 graph differed from the eager forward on every batch-1 input
   // (CudaGraphEqualsEager) and its shapes_val256 fp16 detections failed the quality check
   // (precision 0.905, AP 0.662 vs fp32 0.7115); with 2 both passed (0.999, AP 0.7114) at ~35 us
-  // of batch-1 time (0.664 -> 0.702 ms). CudaEngine::conflicting_convs (ddmin over the set
-  // ordered) then named the pair (eighth session): backbone stage 1's 3x3/2 conv and its
-  // shortcut (the avg-pool folded 2x2/2 conv), both precompiled sm90 xmma plans of engine 41
-  // reading one input on two streams; ordering those two alone made the graph equal the eager
-  // forward. Which state the two kernels share is not known (not our workspace: a private one
-  // per op did not help; not the memset rewrite, PDL, nor cuBLASLt). 7 orders every precompiled
-  // plan, the class the pair belongs to, and leaves the CCFM's runtime-compiled convs free.
-  // 1: one handle per stream, convs free to overlap: broke fp16 quality.
-  // 3 / 4 / 5: only the runtime-compiled convs / same-plan convs / cuBLASLt-backed convs ordered:
-  // all three still differed from the eager forward. 8: same-engine convs ordered.
-  int conv_handles_ = 7;
+  // of batch-1 time (0.664 -> 0.702 ms). The cause is not found (NOTES.md v11): no memcpy nodes
+  // in the graph, not our workspace (a private one per op did not help), not the memset rewrite,
+  // PDL, nor an op writing past its output. CudaEngine::conflicting_convs named one pair
+  // (eighth session): backbone stage 1's 3x3/2 conv and its shortcut, two precompiled sm90
+  // xmma plans of engine 41 reading one input on two streams; but no partial ordering held on
+  // 16 inputs: 7 (every precompiled plan ordered, the CCFM's runtime-compiled convs free) left
+  // 1-2 of 16 differing, 8 (same-engine convs ordered) 2-3, 3 / 4 / 5 (runtime-compiled /
+  // same-plan / cuBLASLt-backed convs ordered) 16 of 16.
+  // 1: one handle per stream, convs free to overlap: broke fp16 quality and replays.
+  int conv_handles_ = 2;
   // DETFORGE_CUDA_GRAPH_CHECK (default 1): prepare() checks each captured graph against the
   // eager forward and, when they differ, captures again with all fused convs ordered
   // (CONV_HANDLES=2) unless they are, then with one stream. Why: on the H200 (2026-12-03,

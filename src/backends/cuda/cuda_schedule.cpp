@@ -41,9 +41,8 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
   // compiles at run time; 4: those with the same cuDNN plan (one range per plan name); 5: those
   // whose engine runs through cuBLASLt (behavior note CUBLASLT_DEPENDENCY); 6: p.order_ops;
   // 7: the precompiled ones (not compiled at run time); 8: those of the same cuDNN engine (one
-  // range per engine id, "eng41" of "eng41_k2=4_..."). Why 7 and 8: conflicting_convs named one
-  // pair on the H200 (2026-12-03, eighth session), stage 1's 3x3/2 conv and its shortcut, two
-  // precompiled sm90 xmma plans of engine 41 that read the same input on two streams.
+  // range per engine id, "eng41" of "eng41_k2=4_..."). 7 and 8 were tried after conflicting_convs
+  // named a pair of engine-41 plans; neither held on 16 inputs (cuda_engine.h at conv_handles_).
   std::map<std::string, uint64_t> group;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const FusedConv* f = p.fused[i].get();
