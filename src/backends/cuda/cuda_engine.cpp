@@ -96,6 +96,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   graph_check_ = env_int("DETFORGE_CUDA_GRAPH_CHECK", 1, 0, 1) != 0;
   arena_guard_ = env_int("DETFORGE_CUDA_ARENA_GUARD", 0, 0, 1) ? kArenaGuardBytes : 0;
   lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", lt_sm_target_, 0, 1024);
+  conv_linear_ = env_int("DETFORGE_CUDA_CONV_LINEAR", conv_linear_, 0, 3);
+  offchain_own_ = env_int("DETFORGE_CUDA_OFFCHAIN_OWN", offchain_own_ ? 1 : 0, 0, 1) != 0;
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
   // Measured (ab-2026-12-03b-sched): 0.7280 -> 0.7210 ms at batch 1 (PDL=2: 0.7188), batch 32
@@ -428,6 +430,7 @@ std::string CudaEngine::conv_fusion_summary(int batch) {
          " fused in cuDNN (" + std::to_string(rtc) + " compiled at run time), " + std::to_string(p.n_unfused) +
          " with a separate epilogue" +
          (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")") + "; " +
+         std::to_string(p.n_conv_linear) + " 1x1 convs as cuBLASLt linears; " +
          std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels, " +
          std::to_string(small_linears(batch)) + " on own small-K/small-N kernels";
 }

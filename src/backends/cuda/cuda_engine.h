@@ -110,6 +110,8 @@ class CudaEngine : public Engine {
   // Linears of `batch` that run on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR=1),
   // not counting those inside a fused row chain; kind none counts both kinds.
   int small_linears(int batch, SmallLinear kind = SmallLinear::none);
+  // 1x1 convs of `batch` that run as cuBLASLt linears (DETFORGE_CUDA_CONV_LINEAR).
+  int convs_as_linears(int batch) { return plan(batch).n_conv_linear; }
   // Per-op profiling: one eager forward (single stream, current inputs) with hook(i, true)
   // before op i's launches and hook(i, false) after; i == -1 is the input conversion.
   void run_eager_hooked(int batch, const std::function<void(int, bool)>& hook);
@@ -121,6 +123,7 @@ class CudaEngine : public Engine {
     std::vector<std::shared_ptr<FusedConv>> fused;  // by op index (fp16 with the cuDNN frontend)
     std::vector<int> own_conv;  // by op index (conv2d, linear): conv_igemm variant, -1 = cuDNN / cuBLASLt
     int n_fused = 0, n_unfused = 0, n_own = 0, n_own_linear = 0;
+    int n_conv_linear = 0;  // 1x1 convs run as cuBLASLt linears (conv_as_linear)
     std::string unfused_why;  // first reason a conv was not fused
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
     std::vector<SmallLinear> small_lin;  // by op index (linear): own small-K/N kernel; none: lin / own_conv
@@ -237,6 +240,23 @@ class CudaEngine : public Engine {
   // for one (H200 timeline, 2026-12-03). Measured b1 0.6789 -> 0.6687 and 0.7016 -> 0.6930 ms in
   // two sessions; at batch 32 it cost 0-0.7 %, hence the row cap.
   int lt_sm_target_ = 116;
+  // DETFORGE_CUDA_CONV_LINEAR (fp16 with fused convs): 1x1 stride-1 convs run as cuBLASLt linears
+  // over B*H*W pixel rows (the bias and ReLU in the epilogue, other activations in one more pass).
+  // 0 off; 1 those with no activation or ReLU (r18vd: the stage-0 shortcut and the six encoder /
+  // decoder input projections, which cuDNN ran through cuBLASLt anyway, engine 39); 2 (default)
+  // also those whose output only feeds another conv's residual (the CSP blocks' SiLU conv2); 3
+  // every 1x1. Why: the fused convs run one after another (conv_handles_), so a 1x1 beside the
+  // chain (an input projection, a CSP shortcut) waited its turn in the chain; as a linear it
+  // overlaps the chain.
+  int conv_linear_ = 2;
+  bool conv_as_linear(size_t i) const;       // cuda_ops.cpp
+  bool feeds_only_residuals(size_t i) const;  // op i's output is only other convs' residual input
+  // DETFORGE_CUDA_OFFCHAIN_OWN=1: a non-1x1 conv whose output only feeds another conv's residual
+  // (r18vd: backbone stages 1-3's shortcut, the avg-pool folded 2x2/2 conv) runs on our own
+  // implicit-GEMM kernel (the fastest variant that matches cuDNN's output), even when slower than
+  // cuDNN. Why: it is off the dependency chain, and as an own kernel it leaves the ordered fused
+  // convs (conv_handles_), so it overlaps the chain instead of waiting its turn in it.
+  bool offchain_own_ = false;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;
   std::vector<int> chain_of_;  // by op: the row chain it belongs to, -1

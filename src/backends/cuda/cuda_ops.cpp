@@ -99,12 +99,47 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
   return it->second;
 }
 
+bool CudaEngine::conv_as_linear(size_t i) const {
+  const graph::Op& op = g_.ops[i];
+  if (!half_ || !fuse_conv_ || conv_linear_ == 0 || op.res_after_act()) return false;
+  const ConvShape s = conv_shape(i, 1);
+  if (s.kh != 1 || s.kw != 1 || s.stride != 1 || s.pad != 0) return false;
+  const Act act = op.act();
+  if (act == Act::none || act == Act::relu || conv_linear_ >= 3) return true;
+  // Mode 2: a conv whose output is only ever another op's residual input (a CSP block's conv2,
+  // added after the last bottleneck) is off the dependency chain, so the extra activation pass
+  // costs nothing there, while leaving the ordered fused convs frees it to overlap them.
+  return conv_linear_ >= 2 && feeds_only_residuals(i);
+}
+
+bool CudaEngine::feeds_only_residuals(size_t i) const {
+  const graph::TensorId out = g_.ops[i].outputs[0];
+  int uses = 0;
+  for (const auto& o : g_.ops)
+    for (size_t k = 0; k < o.inputs.size(); ++k)
+      if (o.inputs[k] == out) {
+        if (k != 3 || o.kind != OpKind::conv2d) return false;
+        ++uses;
+      }
+  for (auto t : g_.outputs)
+    if (t == out) return false;
+  return uses > 0;
+}
+
 void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   const graph::Op& op = g_.ops[i];
   if (op.kind == OpKind::conv2d && static_cast<int>(i) == stem_op_) return;  // conv_stem needs no plan
   if (op.kind == OpKind::conv2d) {
     const ConvShape s = conv_shape(i, batch);
     const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+    if (conv_as_linear(i)) {  // cuda_engine.h at conv_linear_ says why
+      const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
+      p.lin[i] = std::make_unique<LtLinear>(lt_, static_cast<int>(rows), s.Co, s.Ci, half_, bias,
+                                            op.act() == Act::relu && !res, res, std::min(kLtWorkspace, workspace_bytes_),
+                                            op_label(op));
+      ++p.n_conv_linear;
+      return;
+    }
     if (half_ && fuse_conv_) {
       std::string why = "unsupported (cached)";
       const std::string key = conv_key(i, batch);
@@ -112,12 +147,16 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       p.fused[i] = fused_conv_plan(i, batch, cudnn_, "", &why);
       // Our implicit-GEMM epilogue adds the residual before the activation only.
       const bool own_ok = !op.res_after_act();
-      if (own_ok && (p.fused[i] || own_conv_ == OwnConvMode::force)) {
-        auto oc = own_conv_cache_.find(key);
+      // cuda_engine.h at offchain_own_ says why an off-chain conv takes an own kernel even when slower.
+      const bool offchain = offchain_own_ && own_conv_ == OwnConvMode::off && feeds_only_residuals(i);
+      const OwnConvMode mode = offchain ? OwnConvMode::force : own_conv_;
+      if (own_ok && (p.fused[i] || mode == OwnConvMode::force)) {
+        const std::string own_key = key + (offchain ? "#offchain" : "");
+        auto oc = own_conv_cache_.find(own_key);
         if (oc == own_conv_cache_.end()) {
           std::function<void()> ref;
           if (auto* f = p.fused[i].get()) ref = [f, cb] { f->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
-          oc = own_conv_cache_.emplace(key, choose_conv(ref, s, op.act(), cb, own_conv_)).first;
+          oc = own_conv_cache_.emplace(own_key, choose_conv(ref, s, op.act(), cb, mode)).first;
         }
         p.own_conv[i] = oc->second.variant;
         if (p.own_conv[i] >= 0) ++p.n_own;
@@ -188,6 +227,13 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       }
       if (p.own_conv[i] >= 0) {
         conv_igemm(in(0), in(1), in(2), in(3), y, conv_shape(i, B), op.act(), p.own_conv[i], ws, s);
+        break;
+      }
+      if (p.lin[i]) {  // a 1x1 conv as a linear over B*H*W pixel rows: act(x W^T + b + residual)
+        p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
+        const Act act = op.act();
+        if (act != Act::none && !(act == Act::relu && !in(3)))
+          bias_act(y, nullptr, nullptr, y, n_out, static_cast<int>(oshape.back()), act, half_, s);
         break;
       }
       if (p.fused[i]) {

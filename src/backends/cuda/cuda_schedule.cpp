@@ -182,7 +182,7 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   else if (p.conv[i])
     what = "cuDNN legacy conv";
   else if (p.lin[i])
-    what = "cuBLASLt linear";
+    what = g_.ops[i].kind == graph::OpKind::conv2d ? "cuBLASLt linear (1x1 conv)" : "cuBLASLt linear";
   else if (p.small_lin[i] != SmallLinear::none)
     what = "small linear";
   return "stream " + std::to_string(p.sched.stream[i + 1]) + ", " + what;
