@@ -118,7 +118,8 @@ for b in $batches; do
          "${profile[@]}" --json "$work/df_${p}_b$b.json")
     # batch-1 fp16 also records the per-op kernel times (eager, CUPTI external correlation)
     [ "$b" = 1 ] && [ "$p" = fp16 ] && "$cli" bench --help 2>&1 | grep -q -- "--profile-ops" && cmd+=(--profile-ops)
-    echo "${cmd[*]}" >"$work/df_${p}_b$b.cmd"
+    # the engine settings in force (DETFORGE_* variables) belong to the command
+    echo "$(env | grep '^DETFORGE_' | sort | tr '\n' ' ')${cmd[*]}" >"$work/df_${p}_b$b.cmd"
     timeout "${STEP_TIMEOUT:-900}" "${cmd[@]}" >"$work/df_${p}_b$b.log" 2>&1 ||
       { echo "detforge bench $p b$b failed:"; tail -5 "$work/df_${p}_b$b.log"; }
   done
