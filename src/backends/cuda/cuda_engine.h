@@ -242,13 +242,16 @@ class CudaEngine : public Engine {
   int lt_sm_target_ = 116;
   // DETFORGE_CUDA_CONV_LINEAR (fp16 with fused convs): 1x1 stride-1 convs run as cuBLASLt linears
   // over B*H*W pixel rows (the bias and ReLU in the epilogue, other activations in one more pass).
-  // 0 off; 1 those with no activation or ReLU (r18vd: the stage-0 shortcut and the six encoder /
-  // decoder input projections, which cuDNN ran through cuBLASLt anyway, engine 39); 2 (default)
+  // 0 (default) off; 1 those with no activation or ReLU (r18vd: the stage-0 shortcut and the six
+  // encoder / decoder input projections, which cuDNN ran through cuBLASLt anyway, engine 39); 2
   // also those whose output only feeds another conv's residual (the CSP blocks' SiLU conv2); 3
-  // every 1x1. Why: the fused convs run one after another (conv_handles_), so a 1x1 beside the
-  // chain (an input projection, a CSP shortcut) waited its turn in the chain; as a linear it
-  // overlaps the chain.
-  int conv_linear_ = 2;
+  // every 1x1. Why tried: the fused convs run one after another (conv_handles_), so a 1x1 beside
+  // the chain waited its turn in it; as a linear it overlaps the chain (H200 b1 0.6908 -> 0.6800
+  // with 1, 0.6681 ms with 2). Why off: with 1 or 2 the 4-stream graph differed from the eager
+  // forward on 1-3 of 16 batch-1 inputs in every run (4 runs, graph check off; 0 with 0 in the
+  // same command, eighth session): cuBLASLt GEMMs overlapping the fused convs meet the same
+  // unexplained race as overlapping fused convs (conv_handles_).
+  int conv_linear_ = 0;
   bool conv_as_linear(size_t i) const;       // cuda_ops.cpp
   bool feeds_only_residuals(size_t i) const;  // op i's output is only other convs' residual input
   // DETFORGE_CUDA_OFFCHAIN_OWN=1: a non-1x1 conv whose output only feeds another conv's residual
