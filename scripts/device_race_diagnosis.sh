@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run THERE after scripts/device_build.sh (same command): the diagnosis of the overlapping-fused-
-# convs defect (src/backends/cuda/NOTES.md v10), written after the seventh session's device time
-# ran out. Needs only models/demo (../shared/models/rtdetr_v2_r18vd_shapes -> models/demo).
+# convs defect (src/backends/cuda/NOTES.md v10-v11). First run in the eighth session (its output:
+# bench/results/h200/ab-2026-12-03d-session8/call1/race). Needs only models/demo
+# (../shared/models/rtdetr_v2_r18vd_shapes -> models/demo).
 #   scripts/device_race_diagnosis.sh <out-dir>
 # 1. which fused convs must not overlap (ddmin over the set ordered; CudaEngine::conflicting_convs),
 #    and whether any op writes past the end of its output (guard bytes; CudaEngine::arena_overruns);
