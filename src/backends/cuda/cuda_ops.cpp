@@ -22,6 +22,16 @@ int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
   for (size_t i = from; i < to && i < s.size(); ++i) n *= s[i];
   return n;
 }
+// act(x W^T + b + residual) through cuBLASLt: its epilogue applies ReLU only without a residual
+// (LtLinear fuses no other activation); any other activation is one more bias_act pass.
+bool lt_fuses_relu(Act act, bool res) { return act == Act::relu && !res; }
+bool lt_needs_act_pass(Act act, bool res) { return act != Act::none && !lt_fuses_relu(act, res); }
+// The LtLinear of a linear op or of a 1x1 conv run as one (rows = pixels or tokens).
+std::unique_ptr<LtLinear> lt_linear(cublasLtHandle_t h, int64_t rows, int N, int K, bool half, bool bias, Act act,
+                                    bool res, size_t ws_limit, const graph::Op& op, int sm_target) {
+  return std::make_unique<LtLinear>(h, static_cast<int>(rows), N, K, half, bias, lt_fuses_relu(act, res), res,
+                                    std::min(kLtWorkspace, ws_limit), op_label(op), sm_target);
+}
 // y[rows, N] = x[rows, K] W[N, K]^T as a 1x1 convolution of one image of rows x 1 pixels.
 ConvShape linear_as_conv(int64_t rows, int N, int K) {
   ConvShape s;
@@ -134,9 +144,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
     if (conv_as_linear(i)) {  // cuda_engine.h at conv_linear_ says why
       const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
-      p.lin[i] = std::make_unique<LtLinear>(lt_, static_cast<int>(rows), s.Co, s.Ci, half_, bias,
-                                            op.act() == Act::relu && !res, res, std::min(kLtWorkspace, workspace_bytes_),
-                                            op_label(op));
+      p.lin[i] = lt_linear(lt_, rows, s.Co, s.Ci, half_, bias, op.act(), res, workspace_bytes_, op, 0);
       ++p.n_conv_linear;
       return;
     }
@@ -184,10 +192,9 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       if (p.small_lin[i] == SmallLinear::small_n && small_linear_ < 2) p.small_lin[i] = SmallLinear::none;
       if (p.small_lin[i] != SmallLinear::none) return;
     }
-    const bool relu = op.act() == Act::relu && !res;
-    p.lin[i] = std::make_unique<LtLinear>(lt_, static_cast<int>(rows), N, K, half_, bias, relu, res,
-                                          std::min(kLtWorkspace, workspace_bytes_), op_label(op),
-                                          rows >= 4096 && rows <= 16800 ? lt_sm_target_ : 0);
+    const bool relu = lt_fuses_relu(op.act(), res);
+    p.lin[i] = lt_linear(lt_, rows, N, K, half_, bias, op.act(), res, workspace_bytes_, op,
+                         rows >= 4096 && rows <= 16800 ? lt_sm_target_ : 0);
     if (half_ && own_conv_ != OwnConvMode::off) {
       // A linear is a 1x1 convolution over `rows` pixels: our implicit-GEMM variants compete
       // with cuBLASLt, whose tiny GEMMs (300 x 256 x 256) take ~3 us each at batch 1.
@@ -231,9 +238,8 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       }
       if (p.lin[i]) {  // a 1x1 conv as a linear over B*H*W pixel rows: act(x W^T + b + residual)
         p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
-        const Act act = op.act();
-        if (act != Act::none && !(act == Act::relu && !in(3)))
-          bias_act(y, nullptr, nullptr, y, n_out, static_cast<int>(oshape.back()), act, half_, s);
+        if (lt_needs_act_pass(op.act(), in(3)))
+          bias_act(y, nullptr, nullptr, y, n_out, static_cast<int>(oshape.back()), op.act(), half_, s);
         break;
       }
       if (p.fused[i]) {
@@ -258,15 +264,14 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
                      half_, s);
         break;
       }
-      const bool fused = act == Act::none || (act == Act::relu && !in(3));
       if (p.own_conv[i] >= 0) {
         const int K = static_cast<int>(shape(1)[1]);
         conv_igemm(in(0), in(1), in(2), in(3), y, linear_as_conv(n_out / N, N, K),
-                   act == Act::relu && !in(3) ? Act::relu : Act::none, p.own_conv[i], ws, s);
+                   lt_fuses_relu(act, in(3)) ? Act::relu : Act::none, p.own_conv[i], ws, s);
       } else {
         p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
       }
-      if (!fused) bias_act(y, nullptr, nullptr, y, n_out, N, act, half_, s);
+      if (lt_needs_act_pass(act, in(3))) bias_act(y, nullptr, nullptr, y, n_out, N, act, half_, s);
       break;
     }
     case OpKind::max_pool2d:
