@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_engine.h"
 #include "detforge/types.h"
+#include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
 #include "r18_bundle.h"
@@ -34,15 +34,10 @@ TEST(CudaConvLinear, R18vdModesTakeTheirConvsAndKeepTheOutputs) {
     ++all_1x1;
     plain_1x1 += op.act() == graph::Act::none || op.act() == graph::Act::relu;
   }
-  EngineOptions eo;
-  eo.max_batch = 2;
-  eo.precision = "fp16";
   std::vector<HostTensor> out[4];
   int taken[4] = {0, 0, 0, 0};
   for (int m = 0; m < 4; ++m) {
-    setenv("DETFORGE_CUDA_CONV_LINEAR", std::to_string(m).c_str(), 1);
-    auto eng = make_cuda_engine(g, eo);
-    unsetenv("DETFORGE_CUDA_CONV_LINEAR");
+    auto eng = fp16_engine(g, 2, {"DETFORGE_CUDA_CONV_LINEAR=" + std::to_string(m)});
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
     ASSERT_NE(e, nullptr);
     ASSERT_TRUE(e->graph_captured(2));
@@ -69,14 +64,9 @@ TEST(CudaConvLinear, R18vdOffChainConvsOnOwnKernelsKeepTheOutputs) {
   const auto& g = lb.graph;
   const auto& in = g.tensor(g.inputs[0]).shape;
   const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 22);
-  EngineOptions eo;
-  eo.max_batch = 2;
-  eo.precision = "fp16";
   std::vector<HostTensor> out[2];
   for (int k = 0; k < 2; ++k) {
-    setenv("DETFORGE_CUDA_OFFCHAIN_OWN", k ? "1" : "0", 1);
-    auto eng = make_cuda_engine(g, eo);
-    unsetenv("DETFORGE_CUDA_OFFCHAIN_OWN");
+    auto eng = fp16_engine(g, 2, {std::string("DETFORGE_CUDA_OFFCHAIN_OWN=") + (k ? "1" : "0")});
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
     ASSERT_NE(e, nullptr);
     ASSERT_TRUE(e->graph_captured(2));

@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_engine.h"
 #include "detforge/types.h"
+#include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
 #include "r18_bundle.h"
@@ -41,31 +41,6 @@ std::string describe_difference(const std::vector<HostTensor>& a, const std::vec
   return s;
 }
 
-// An fp16 engine of `g` for up to `max_batch` images, built with the "VAR=value" settings given
-// (empty ones ignored; one string may hold several, space-separated) in the environment for its
-// construction only.
-std::unique_ptr<Engine> fp16_engine(const graph::Graph& g, int max_batch, const std::vector<std::string>& settings) {
-  EngineOptions eo;
-  eo.max_batch = max_batch;
-  eo.precision = "fp16";
-  std::vector<std::string> vars;
-  for (const auto& line : settings) {
-    std::istringstream words(line);
-    for (std::string s; words >> s;) {
-      vars.push_back(s.substr(0, s.find('=')));
-      setenv(vars.back().c_str(), s.substr(s.find('=') + 1).c_str(), 1);
-    }
-  }
-  std::unique_ptr<Engine> eng;
-  try {
-    eng = make_cuda_engine(g, eo);
-  } catch (...) {
-    for (const auto& v : vars) unsetenv(v.c_str());
-    throw;
-  }
-  for (const auto& v : vars) unsetenv(v.c_str());
-  return eng;
-}
 
 // The default engine (fused convs ordered among themselves, DETFORGE_CUDA_CONV_HANDLES=2) with
 // and without its graph check (the schedule itself must hold, not only its fallback), without PDL, on one stream (a race between streams would pass
