@@ -370,6 +370,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     before(i + 1);
     {
       const PdlOff same_stream_only(concurrent && pdl_mode_ == 2 && !sc.waits[i + 1].empty());
+      const CaptureNodes track(concurrent && p.track_nodes ? stream_of(i + 1) : nullptr, p.node_sets, i + 1);
       launch_op(i, p, batch, stream_of(i + 1), !p.op_ws.empty() && p.op_ws[i] ? p.op_ws[i] : ws_of(i + 1));
     }
     // Before the op's event: a later writer of these bytes on another stream waits for the copy.

@@ -29,6 +29,21 @@ namespace detforge::cuda {
 
 class ImageInput;  // image_input.h
 
+// CudaEngine::capture_misses_hazards: records in sets[e] the graph nodes that the launches made
+// while it is in scope add to the capture of stream `s` (nothing when s is null).
+class CaptureNodes {
+ public:
+  CaptureNodes(cudaStream_t s, std::vector<std::vector<cudaGraphNode_t>>& sets, size_t e);
+  ~CaptureNodes();
+  CaptureNodes(const CaptureNodes&) = delete;
+  CaptureNodes& operator=(const CaptureNodes&) = delete;
+
+ private:
+  cudaStream_t s_;
+  std::vector<cudaGraphNode_t>* out_ = nullptr;
+  std::vector<cudaGraphNode_t> before_;
+};
+
 class CudaEngine : public Engine {
  public:
   CudaEngine(const graph::Graph& g, const EngineOptions& opt);
@@ -98,6 +113,18 @@ class CudaEngine : public Engine {
   // after it; returns the ops that wrote past the end of an output ("op name: output tensor").
   // Throws detforge::Error when the engine was built without the guard.
   std::vector<std::string> arena_overruns(int batch);
+  // A debugging aid: captures `batch`'s forward once more with every schedule entry's graph nodes
+  // recorded, and checks each hazard of the schedule (two entries touching overlapping bytes, one
+  // of them writing) against the captured graph's edges: every node of the later entry must be
+  // reachable from every node of the earlier one. Returns the first missing orderings ("" when
+  // the graph holds them all); `checked` receives the number of hazards between two entries that
+  // both launched something. Why: the graph-versus-eager defect (NOTES.md v11); this tells a
+  // capture that drops an ordering from kernels that disturb each other on well-ordered bytes.
+  std::string capture_misses_hazards(int batch, int* checked = nullptr);
+  // A debugging aid: fills the whole activation arena with 0xFF bytes (NaN in fp16 and fp32) and
+  // waits. A forward run right after must still give its usual bits; one that does not reads
+  // bytes that no op of this forward wrote (before their writer ran, on another stream).
+  void poison_arena();
   // DETFORGE_CUDA_SNAPSHOTS=1 (a debugging aid, off by default): every op's first output is
   // copied into a buffer of its own right after the op, inside the captured graph, so that two
   // replays can be compared op by op. Returns (op name, bytes) per op in issue order, after the
@@ -144,6 +171,11 @@ class CudaEngine : public Engine {
     std::vector<void*> snap;          // by op: DETFORGE_CUDA_SNAPSHOTS copy of its output, or null
     std::vector<size_t> snap_bytes;
     std::string capture_error;
+    std::vector<graph::OpAccess> acc;  // by schedule entry: the bytes it reads and writes
+    // capture_misses_hazards: while set, forward() records the graph nodes each entry's launches
+    // added during capture (node_sets[e]).
+    bool track_nodes = false;
+    std::vector<std::vector<cudaGraphNode_t>> node_sets;
   };
   struct Slot {
     int root = 0;

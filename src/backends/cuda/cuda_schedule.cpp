@@ -58,6 +58,7 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     }
   }
   p.sched = graph::schedule_streams(acc, p.max_streams);
+  p.acc = acc;
   std::string why;
   if (!graph::schedule_is_safe(acc, p.sched, &why)) throw Error("cuda backend: unsafe stream schedule: " + why);
   for (cudaEvent_t ev : p.events)  // a schedule made again (prepare's graph check)
@@ -132,6 +133,11 @@ std::vector<std::string> CudaEngine::arena_overruns(int batch) {
     }
   });
   return found;
+}
+
+void CudaEngine::poison_arena() {
+  DF_CUDA(cudaMemsetAsync(arena_, 0xFF, arena_bytes_, stream_));
+  DF_CUDA(cudaStreamSynchronize(stream_));
 }
 
 void CudaEngine::alloc_op_workspaces(BatchPlan& p, int batch) {

@@ -1,0 +1,221 @@
+// Library kernels side by side on two streams, outside the engine: the r18vd engine's captured
+// graph differs from its eager forward when cuDNN's precompiled sm90 convs (engine 41) overlap
+// each other or cuBLASLt GEMMs (NOTES.md v11: conflicting_convs named backbone stage 1's 3x3/2
+// conv and its 2x2/2 shortcut; 1x1 convs as cuBLASLt linears beside the ordered chain broke it
+// too). Here the same shapes run alone: a captured two-stream graph (one op per stream, fork and
+// join) replayed on changing inputs must give the bits of the two ops run one after the other.
+// If these pass while the engine fails, the conflict needs something the engine adds; if they
+// fail, two library kernels alone do it.
+#include <cudnn.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cublaslt_linear.h"
+#include "backends/cuda/cudnn_fused_conv.h"
+#include "gpu_test_util.h"
+
+namespace detforge::test {
+namespace {
+
+using cuda::ConvShape;
+
+// One library op on fp16 device buffers: its input (one of kInputs versions copied in before each
+// launch), weights, bias, output and private workspace.
+constexpr int kInputs = 6;
+
+struct Op {
+  std::string name;
+  std::unique_ptr<DevBuf> x, w, b, y;
+  void* xp = nullptr;                       // the input the op reads: x, or another op's
+  std::vector<std::unique_ptr<DevBuf>> xs;  // the input versions (none when it reads another op's)
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+  size_t y_elems = 0;
+  std::function<void(cudaStream_t)> launch;
+  ~Op() { cudaFree(ws); }
+  std::vector<uint16_t> output() const {
+    std::vector<uint16_t> h(y_elems);
+    cudaMemcpy(h.data(), y->get(), y_elems * 2, cudaMemcpyDeviceToHost);
+    return h;
+  }
+  void use_input(int k, cudaStream_t s) const {
+    if (!xs.empty()) cudaMemcpyAsync(xp, xs[k]->get(), x_elems * 2, cudaMemcpyDeviceToDevice, s);
+  }
+  void read_input_of(const Op& other) {
+    xs.clear();
+    x.reset();
+    xp = other.xp;
+  }
+  size_t x_elems = 0;
+};
+
+void add_inputs(Op& op, size_t n, uint32_t seed) {
+  op.x_elems = n;
+  op.x = std::make_unique<DevBuf>(n, true);
+  for (int k = 0; k < kInputs; ++k) op.xs.push_back(std::make_unique<DevBuf>(random_vec(n, -1, 1, seed + k), true));
+}
+
+std::unique_ptr<Op> conv_op(cudnnHandle_t h, const ConvShape& s, graph::Act act, uint32_t seed) {
+  auto op = std::make_unique<Op>();
+  add_inputs(*op, static_cast<size_t>(s.B) * s.H * s.W * s.Ci, seed);
+  op->w = std::make_unique<DevBuf>(random_vec(static_cast<size_t>(s.Co) * s.kh * s.kw * s.Ci, -0.1f, 0.1f, seed + 50), true);
+  op->b = std::make_unique<DevBuf>(random_vec(s.Co, -0.5f, 0.5f, seed + 51), true);
+  op->y_elems = static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co;
+  op->y = std::make_unique<DevBuf>(op->y_elems, true);
+  std::string why, plan;
+  std::shared_ptr<cuda::FusedConv> fc =
+      cuda::make_fused_conv(h, s, true, false, act, size_t{64} << 20, &why, nullptr, &plan);
+  if (!fc) throw std::runtime_error("no fused conv plan: " + why);
+  op->name = "conv " + std::to_string(s.kh) + "x" + std::to_string(s.kw) + "/" + std::to_string(s.stride) + " " +
+             std::to_string(s.Ci) + "->" + std::to_string(s.Co) + " at " + std::to_string(s.H) + " (" + plan + ")";
+  op->ws_bytes = fc->workspace_bytes();
+  cudaMalloc(&op->ws, std::max<size_t>(op->ws_bytes, 256));
+  Op* o = op.get();
+  op->launch = [o, fc](cudaStream_t st) { fc->run(o->xp, o->w->get(), o->b->get(), nullptr, o->y->get(), o->ws, st); };
+  return op;
+}
+
+std::unique_ptr<Op> gemm_op(cublasLtHandle_t h, int M, int N, int K, uint32_t seed) {
+  auto op = std::make_unique<Op>();
+  add_inputs(*op, static_cast<size_t>(M) * K, seed);
+  op->w = std::make_unique<DevBuf>(random_vec(static_cast<size_t>(N) * K, -0.1f, 0.1f, seed + 50), true);
+  op->b = std::make_unique<DevBuf>(random_vec(N, -0.5f, 0.5f, seed + 51), true);
+  op->y_elems = static_cast<size_t>(M) * N;
+  op->y = std::make_unique<DevBuf>(op->y_elems, true);
+  auto lin = std::make_shared<cuda::LtLinear>(h, M, N, K, true, true, false, false, size_t{32} << 20,
+                                              "overlap test gemm");
+  op->name = "cuBLASLt gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+  op->ws_bytes = lin->workspace_bytes();
+  cudaMalloc(&op->ws, std::max<size_t>(op->ws_bytes, 256));
+  Op* o = op.get();
+  op->launch = [o, lin](cudaStream_t st) { lin->run(o->xp, o->w->get(), o->b->get(), nullptr, o->y->get(), o->ws, st); };
+  return op;
+}
+
+ConvShape shape(int H, int Ci, int Co, int k, int stride, int pad) {
+  ConvShape s;
+  s.H = s.W = H;
+  s.Ci = Ci;
+  s.Co = Co;
+  s.kh = s.kw = k;
+  s.stride = stride;
+  s.pad = pad;
+  s.Ho = s.Wo = (H + 2 * pad - k) / stride + 1;
+  return s;
+}
+
+// Runs a and b serially for every input version (the reference), then captures a and b on two
+// streams and replays the graph `reps` times over the versions; returns how many replays gave
+// other bits than the serial run.
+int overlapped_replays_that_differ(Op& a, Op& b, int reps, std::string* first) {
+  cudaStream_t s0 = nullptr, s1 = nullptr;
+  cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+  std::vector<std::vector<uint16_t>> ra(kInputs), rb(kInputs);
+  for (int k = 0; k < kInputs; ++k) {
+    a.use_input(k, s0);
+    b.use_input(k, s0);
+    a.launch(s0);
+    b.launch(s0);
+    cudaStreamSynchronize(s0);
+    ra[k] = a.output();
+    rb[k] = b.output();
+  }
+  cudaEvent_t fork = nullptr, join = nullptr;
+  cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ex = nullptr;
+  cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal);
+  cudaEventRecord(fork, s0);
+  cudaStreamWaitEvent(s1, fork, 0);
+  a.launch(s0);
+  b.launch(s1);
+  cudaEventRecord(join, s1);
+  cudaStreamWaitEvent(s0, join, 0);
+  EXPECT_EQ(cudaStreamEndCapture(s0, &g), cudaSuccess);
+  EXPECT_EQ(cudaGraphInstantiate(&ex, g, 0), cudaSuccess);
+  int differ = 0;
+  for (int r = 0; r < reps && ex; ++r) {
+    const int k = r % kInputs;
+    a.use_input(k, s0);
+    b.use_input(k, s0);
+    cudaGraphLaunch(ex, s0);
+    cudaStreamSynchronize(s0);
+    const bool da = a.output() != ra[k], db = b.output() != rb[k];
+    if ((da || db) && differ++ == 0)
+      *first = "replay " + std::to_string(r) + ": " + (da ? a.name : "") + (da && db ? " and " : "") + (db ? b.name : "");
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  if (ex) cudaGraphExecDestroy(ex);
+  if (g) cudaGraphDestroy(g);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
+  cudaStreamDestroy(s0);
+  cudaStreamDestroy(s1);
+  return differ;
+}
+
+class CudaLibraryOverlap : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
+    ASSERT_EQ(cudnnCreate(&dnn_), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(cublasLtCreate(&lt_), CUBLAS_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    if (dnn_) cudnnDestroy(dnn_);
+    if (lt_) cublasLtDestroy(lt_);
+  }
+  void expect_overlap_safe(Op& a, Op& b) {
+    std::printf("overlap: %s | %s\n", a.name.c_str(), b.name.c_str());
+    std::string first;
+    const int d = overlapped_replays_that_differ(a, b, 240, &first);
+    std::printf("  %d of 240 replays differ from the serial run%s%s\n", d, d ? ", first " : "", first.c_str());
+    EXPECT_EQ(d, 0) << a.name << " beside " << b.name << ": " << first;
+  }
+  cudnnHandle_t dnn_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+};
+
+// Backbone stage 1's first conv (3x3/2, 64 -> 128 at 160x160, ReLU) and its shortcut (the
+// avg-pool folded 2x2/2 conv): the pair conflicting_convs named, each reading its own input here.
+TEST_F(CudaLibraryOverlap, Stage1ConvAndItsShortcutConv) {
+  auto a = conv_op(dnn_, shape(160, 64, 128, 3, 2, 1), graph::Act::relu, 1);
+  auto b = conv_op(dnn_, shape(160, 64, 128, 2, 2, 0), graph::Act::none, 101);
+  expect_overlap_safe(*a, *b);
+}
+
+// The same pair reading one input buffer, as in the engine.
+TEST_F(CudaLibraryOverlap, Stage1ConvAndItsShortcutConvOnOneInput) {
+  auto a = conv_op(dnn_, shape(160, 64, 128, 3, 2, 1), graph::Act::relu, 1);
+  auto b = conv_op(dnn_, shape(160, 64, 128, 2, 2, 0), graph::Act::none, 101);
+  b->read_input_of(*a);
+  expect_overlap_safe(*a, *b);
+}
+
+// Stage 1's 3x3/2 conv beside a cuBLASLt GEMM of stage 0's 1x1 shortcut shape (25600 x 64 x 64)
+// and of an encoder input projection (6400 x 256 x 128).
+TEST_F(CudaLibraryOverlap, Stage1ConvAndCublasLtGemms) {
+  auto a = conv_op(dnn_, shape(160, 64, 128, 3, 2, 1), graph::Act::relu, 1);
+  auto g1 = gemm_op(lt_, 25600, 64, 64, 201);
+  expect_overlap_safe(*a, *g1);
+  auto g2 = gemm_op(lt_, 6400, 256, 128, 301);
+  expect_overlap_safe(*a, *g2);
+}
+
+// Two more engine-41 convs of the backbone side by side: stage 2's 3x3/2 (128 -> 256 at 80x80)
+// and its shortcut (2x2/2).
+TEST_F(CudaLibraryOverlap, Stage2ConvAndItsShortcutConv) {
+  auto a = conv_op(dnn_, shape(80, 128, 256, 3, 2, 1), graph::Act::relu, 7);
+  auto b = conv_op(dnn_, shape(80, 128, 256, 2, 2, 0), graph::Act::none, 107);
+  expect_overlap_safe(*a, *b);
+}
+
+}  // namespace
+}  // namespace detforge::test
