@@ -57,6 +57,7 @@ struct Op {
 void add_inputs(Op& op, size_t n, uint32_t seed) {
   op.x_elems = n;
   op.x = std::make_unique<DevBuf>(n, true);
+  op.xp = op.x->get();
   for (int k = 0; k < kInputs; ++k) op.xs.push_back(std::make_unique<DevBuf>(random_vec(n, -1, 1, seed + k), true));
 }
 

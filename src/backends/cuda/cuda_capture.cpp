@@ -135,19 +135,19 @@ void CudaEngine::prepare(int batch) {
     p.graph_check = "equal";
     return;
   }
-  // Tighter schedules, each checked again: all fused convs ordered (unless they already are),
+  // Tighter schedules, each checked again: all library kernels ordered (unless they already are),
   // then one stream.
   std::string why = "the " + std::to_string(p.sched.streams) + "-stream graph differed from the eager forward (" +
                     first + ")";
-  for (int step = p.conv_order == 2 ? 1 : 0; step < 2 && !first.empty(); ++step) {
+  for (int step = p.conv_order == 9 ? 1 : 0; step < 2 && !first.empty(); ++step) {
     if (step == 0)
-      p.conv_order = 2;
+      p.conv_order = 9;
     else
       p.max_streams = 1;
     recapture(p, batch);
     if (!p.exec) return;
     first = graph_differs_from_eager(p, batch);
-    why += first.empty() ? std::string("; equal with ") + (step == 0 ? "all fused convs ordered" : "one stream")
+    why += first.empty() ? std::string("; equal with ") + (step == 0 ? "all library kernels ordered" : "one stream")
                          : std::string("; differed again (") + first + ")";
   }
   if (!first.empty()) {  // not even one stream agrees: run eagerly

@@ -224,6 +224,8 @@ class CudaEngine : public Engine {
   // conv_handles_ == 1: fused convs scheduled on side stream k are re-planned on that stream's
   // own cuDNN handle (side_cudnn_).
   void bind_convs_to_stream_handles(BatchPlan& p, int batch);
+  // Op i launches a cuDNN or cuBLASLt kernel in plan p (conv_handles_ 9 orders those ops).
+  bool runs_library_kernel(size_t i, const BatchPlan& p) const;
   void* ptr(graph::TensorId t) const { return slots_[slots_[t].root].dev; }
   // Bytes per element of a slot's storage (int32 indices, else fp16 or fp32), and a root slot's
   // arena extent (max_batch images).
@@ -329,8 +331,8 @@ class CudaEngine : public Engine {
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   bool share_conv_plans_ = false;
   // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams share cuDNN.
-  // 2 (default): one handle, and the schedule orders all fused convs one after another (a
-  // shared pseudo byte range) while other ops still overlap them.
+  // 2 (the default until the ninth session): one handle, and the schedule orders all fused convs
+  // one after another (a shared pseudo byte range) while other ops still overlap them.
   // 0: fused convs free to overlap (every release before 2026-12-03). On the H200 its 4-stream
   // r18vd fp16 graph differed from the eager forward on every batch-1 input
   // (CudaGraphEqualsEager) and its shapes_val256 fp16 detections failed the quality check
@@ -344,7 +346,14 @@ class CudaEngine : public Engine {
   // 1-2 of 16 differing, 8 (same-engine convs ordered) 2-3, 3 / 4 / 5 (runtime-compiled /
   // same-plan / cuBLASLt-backed convs ordered) 16 of 16.
   // 1: one handle per stream, convs free to overlap: broke fp16 quality and replays.
-  int conv_handles_ = 2;
+  // 9 (default since the ninth session): every op that launches a cuDNN or cuBLASLt kernel
+  // (fused or legacy conv, linear, 1x1 conv as linear) ordered among all such ops; our own
+  // kernels still overlap them. Why: with 2, CudaGraphEqualsEager failed on 1 of 16 inputs
+  // (ninth session, call 1) while the captured graph held every byte hazard of the schedule
+  // (capture_misses_hazards) and a NaN-poisoned arena produced no NaN (no op read bytes before
+  // their writer ran): library kernels overlapping other library kernels is what the failing
+  // schedules share (NOTES.md v12).
+  int conv_handles_ = 9;
   // DETFORGE_CUDA_GRAPH_CHECK (default 1): prepare() checks each captured graph against the
   // eager forward and, when they differ, captures again with all fused convs ordered
   // (CONV_HANDLES=2) unless they are, then with one stream. Why: on the H200 (2026-12-03,

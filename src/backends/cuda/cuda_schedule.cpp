@@ -43,11 +43,14 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
   // 7: the precompiled ones (not compiled at run time); 8: those of the same cuDNN engine (one
   // range per engine id, "eng41" of "eng41_k2=4_..."). 7 and 8 were tried after conflicting_convs
   // named a pair of engine-41 plans; neither held on 16 inputs (cuda_engine.h at conv_handles_).
+  // 9: every op that launches a library kernel (cuDNN conv, fused or not, and cuBLASLt GEMM)
+  // ordered among all such ops; our own kernels overlap them (cuda_engine.h at conv_handles_).
   std::map<std::string, uint64_t> group;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
-    const FusedConv* f = p.fused[i].get();
-    if (!f || p.own_conv[i] >= 0) continue;
     const int m = p.conv_order;
+    if (m == 9 && runs_library_kernel(i, p)) acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
+    const FusedConv* f = p.fused[i].get();
+    if (m == 9 || !f || p.own_conv[i] >= 0) continue;
     if (m == 2 || (m == 3 && f->runtime_compiled()) || (m == 5 && f->uses_cublaslt()) ||
         (m == 6 && i < p.order_ops.size() && p.order_ops[i]) || (m == 7 && !f->runtime_compiled())) {
       acc[i + 1].writes.push_back(graph::ByteRange{1, 2});
@@ -79,6 +82,13 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     DF_CUDNN(cudnnCreate(&h), "side stream");
     side_cudnn_.push_back(h);
   }
+}
+
+bool CudaEngine::runs_library_kernel(size_t i, const BatchPlan& p) const {
+  const int c = chain_of_.empty() ? -1 : chain_of_[i];
+  if (c >= 0 && p.chain_on[c]) return false;  // inside a row_mlp launch (own kernel)
+  if (p.own_conv[i] >= 0 || p.small_lin[i] != SmallLinear::none) return false;
+  return p.fused[i] || p.conv[i] || p.lin[i];
 }
 
 void CudaEngine::bind_convs_to_stream_handles(BatchPlan& p, int batch) {
