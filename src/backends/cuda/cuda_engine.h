@@ -121,6 +121,12 @@ class CudaEngine : public Engine {
   // both launched something. Why: the graph-versus-eager defect (NOTES.md v11); this tells a
   // capture that drops an ordering from kernels that disturb each other on well-ordered bytes.
   std::string capture_misses_hazards(int batch, int* checked = nullptr);
+  // A debugging aid: an eager forward of `batch` with the arena compared before and after each
+  // op (in 256-byte chunks, the arena's alignment); returns the ops that changed arena bytes
+  // outside the outputs the schedule knows them to write ("op: N chunks ..., the first in
+  // <tensors there>"). Why: such a write is invisible to the eager forward when the victim's own
+  // producer runs after it, but a stream schedule may run that producer first (NOTES.md v12).
+  std::vector<std::string> stray_writes(int batch);
   // A debugging aid: fills the whole activation arena with 0xFF bytes (NaN in fp16 and fp32) and
   // waits. A forward run right after must still give its usual bits; one that does not reads
   // bytes that no op of this forward wrote (before their writer ran, on another stream).

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "backends/cuda/arena_diff.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/kernels/conv_igemm.h"
@@ -142,6 +143,60 @@ std::vector<std::string> CudaEngine::arena_overruns(int batch) {
         }
     }
   });
+  return found;
+}
+
+std::vector<std::string> CudaEngine::stray_writes(int batch) {
+  constexpr size_t kChunk = 256;  // the arena's alignment: no two tensors share a chunk
+  BatchPlan& p = plan(batch);
+  const size_t chunks = arena_bytes_ / kChunk;
+  void* shadow = nullptr;
+  unsigned char* flags = nullptr;
+  DF_CUDA(cudaMalloc(&shadow, std::max<size_t>(arena_bytes_, 16)));
+  DF_CUDA(cudaMalloc(&flags, std::max<size_t>(chunks, 1)));
+  std::vector<unsigned char> changed(chunks);
+  std::vector<std::string> found;
+  const auto base = reinterpret_cast<uint64_t>(arena_);
+  auto owner = [&](uint64_t a) {  // the tensors whose arena bytes hold address a
+    std::string s;
+    for (size_t t = 0; t < slots_.size(); ++t) {
+      if (slots_[t].root != static_cast<int>(t) || slots_[t].is_const || !slots_[t].dev) continue;
+      const auto b = reinterpret_cast<uint64_t>(slots_[t].dev);
+      if (a >= b && a < b + slot_bytes(static_cast<int>(t))) s += (s.empty() ? "" : ", ") + g_.tensors[t].name;
+    }
+    return s.empty() ? std::string("no tensor") : s;
+  };
+  try {
+    run_eager_hooked(batch, [&](int i, bool before) {
+      if (before) {
+        DF_CUDA(cudaMemcpyAsync(shadow, arena_, chunks * kChunk, cudaMemcpyDeviceToDevice, stream_));
+        return;
+      }
+      DF_CUDA(cudaMemsetAsync(flags, 0, chunks, stream_));
+      mark_changed_chunks(shadow, arena_, chunks * kChunk, kChunk, flags, stream_);
+      DF_CUDA(cudaMemcpyAsync(changed.data(), flags, chunks, cudaMemcpyDeviceToHost, stream_));
+      DF_CUDA(cudaStreamSynchronize(stream_));
+      const auto& writes = p.acc[i + 1].writes;
+      size_t outside = 0;
+      uint64_t first = 0;
+      for (size_t k = 0; k < chunks; ++k) {
+        if (!changed[k]) continue;
+        const uint64_t a = base + k * kChunk;
+        bool declared = false;
+        for (const auto& w : writes) declared = declared || (a < w.end && a + kChunk > w.begin);
+        if (!declared && outside++ == 0) first = a;
+      }
+      if (outside)
+        found.push_back((i < 0 ? std::string("input conversion") : g_.ops[i].name) + ": " + std::to_string(outside) +
+                        " chunks of 256 bytes outside its outputs, the first in " + owner(first));
+    });
+  } catch (...) {
+    cudaFree(shadow);
+    cudaFree(flags);
+    throw;
+  }
+  cudaFree(shadow);
+  cudaFree(flags);
   return found;
 }
 
