@@ -290,6 +290,10 @@ void CudaEngine::plan_memory() {
     anc = graph::data_ancestors(g_, extra_reads_);
     may_share = graph::dag_share_rule(lt, ar.users, anc);
   }
+  // DETFORGE_CUDA_ARENA_REUSE=0 (a debugging aid): no two buffers share bytes, so every op's
+  // output survives the forward and op_outputs() can read it.
+  arena_reuse_ = env_int("DETFORGE_CUDA_ARENA_REUSE", 1, 0, 1) != 0;
+  if (!arena_reuse_) may_share = [](size_t, size_t) { return false; };
   const graph::MemoryPlan plan = graph::plan_memory(lt, kAlign, may_share);
   arena_bytes_ = plan.total_bytes;
   const auto& off = plan.offsets;

@@ -127,6 +127,14 @@ class CudaEngine : public Engine {
   // <tensors there>"). Why: such a write is invisible to the eager forward when the victim's own
   // producer runs after it, but a stream schedule may run that producer first (NOTES.md v12).
   std::vector<std::string> stray_writes(int batch);
+  // A debugging aid for engines built with DETFORGE_CUDA_ARENA_REUSE=0 (throws otherwise): every
+  // op's first output (reshapes excepted) as the last forward of `batch` left it, in op order.
+  struct OpOutput {
+    size_t op;
+    bool i32;  // int32 elements; otherwise the engine's storage (fp16 or fp32)
+    std::vector<char> bytes;
+  };
+  std::vector<OpOutput> op_outputs(int batch);
   // A debugging aid: fills the whole activation arena with 0xFF bytes (NaN in fp16 and fp32) and
   // waits. A forward run right after must still give its usual bits; one that does not reads
   // bytes that no op of this forward wrote (before their writer ran, on another stream).
@@ -249,6 +257,7 @@ class CudaEngine : public Engine {
   // by kArenaGuardBytes of its own, which arena_overruns() watches.
   static constexpr size_t kArenaGuardBytes = 4096;
   size_t arena_guard_ = 0;
+  bool arena_reuse_ = true;  // DETFORGE_CUDA_ARENA_REUSE (op_outputs)
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
   std::vector<HostTensor> collect(int batch) const;

@@ -241,6 +241,22 @@ std::vector<std::pair<std::string, std::vector<char>>> CudaEngine::op_snapshots(
   return r;
 }
 
+std::vector<CudaEngine::OpOutput> CudaEngine::op_outputs(int batch) {
+  if (arena_reuse_) throw Error("cuda backend: op_outputs needs DETFORGE_CUDA_ARENA_REUSE=0 at engine creation");
+  prepare(batch);
+  DF_CUDA(cudaStreamSynchronize(stream_));
+  std::vector<OpOutput> r;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    if (g_.ops[i].kind == OpKind::reshape) continue;
+    const TensorId t = g_.ops[i].outputs[0];
+    const Slot& root = slots_[slots_[t].root];
+    OpOutput o{i, root.i32, std::vector<char>(static_cast<size_t>(g_.tensor(t).numel()) * batch * elem_bytes(root))};
+    DF_CUDA(cudaMemcpy(o.bytes.data(), ptr(t), o.bytes.size(), cudaMemcpyDeviceToHost));
+    r.push_back(std::move(o));
+  }
+  return r;
+}
+
 std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   auto& p = plan(batch);
   if (i >= g_.ops.size()) throw Error("cuda backend: op index " + std::to_string(i) + " out of range");
