@@ -199,10 +199,12 @@ TEST_P(CudaCaptureHazards, R18vdGraphOrdersEveryHazard) {
   ASSERT_NE(e, nullptr);
   for (int b : {1, 2}) {
     ASSERT_TRUE(e->graph_captured(b));
-    int checked = 0;
-    const std::string missing = e->capture_misses_hazards(b, &checked);
-    std::printf("capture hazards (%s, batch %d, streams %d): %d checked%s%s\n", GetParam(), b, e->graph_streams(b),
-                checked, missing.empty() ? ", all ordered" : ": ", missing.c_str());
+    int checked = 0, early = 0;
+    const std::string missing = e->capture_misses_hazards(b, &checked, &early);
+    std::printf("capture hazards (%s, batch %d, streams %d): %d checked, %d programmatic edges into library ops as "
+                "captured (%d made full in the engine's graph)%s%s\n",
+                GetParam(), b, e->graph_streams(b), checked, early, e->graph_edges_hardened(b),
+                missing.empty() ? ", all ordered" : ": ", missing.c_str());
     EXPECT_GT(checked, 100) << "the capture recorded too few nodes to check";
     EXPECT_EQ(missing, "");
   }
@@ -345,8 +347,10 @@ TEST(CudaDeterminism, DISABLED_R18vdFirstOpWhereGraphAndEagerDifferWithoutReuse)
         report += "\n  input " + std::to_string(k) + ": " + std::to_string(ops) + " ops differ, first:" + firsts;
       }
     }
-    std::printf("graph vs eager without arena reuse (batch %d, streams %d, graph check: %s): %d of 8 inputs differ%s\n",
-                batch, e->graph_streams(batch), e->graph_check(batch).c_str(), differing, report.c_str());
+    std::printf("graph vs eager without arena reuse (batch %d, streams %d, graph check: %s, programmatic edges made "
+                "full: %d): %d of 8 inputs differ%s\n",
+                batch, e->graph_streams(batch), e->graph_check(batch).c_str(), e->graph_edges_hardened(batch),
+                differing, report.c_str());
     EXPECT_EQ(differing, 0) << "batch " << batch;
   }
 }

@@ -56,7 +56,28 @@ CaptureNodes::~CaptureNodes() {
     if (!old.count(node)) out_->push_back(node);
 }
 
-std::string CudaEngine::capture_misses_hazards(int batch, int* checked) {
+int CudaEngine::harden_edges(cudaGraph_t graph, const BatchPlan& p, bool all) {
+  std::unordered_set<cudaGraphNode_t> lib;
+  for (size_t e = 1; e < p.node_sets.size(); ++e)
+    if (runs_library_kernel(e - 1, p)) lib.insert(p.node_sets[e].begin(), p.node_sets[e].end());
+  size_t ne = 0;
+  DF_CUDA(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &ne));
+  std::vector<cudaGraphNode_t> from(ne), to(ne);
+  std::vector<cudaGraphEdgeData> data(ne);
+  if (ne) DF_CUDA(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &ne));
+  int n = 0;
+  for (size_t k = 0; k < ne; ++k) {
+    const bool early = data[k].type != cudaGraphDependencyTypeDefault || data[k].from_port != cudaGraphKernelNodePortDefault;
+    if (!early || (!all && !lib.count(to[k]))) continue;
+    DF_CUDA(cudaGraphRemoveDependencies(graph, &from[k], &to[k], &data[k], 1));
+    const cudaGraphEdgeData full{};
+    DF_CUDA(cudaGraphAddDependencies(graph, &from[k], &to[k], &full, 1));
+    ++n;
+  }
+  return n;
+}
+
+std::string CudaEngine::capture_misses_hazards(int batch, int* checked, int* programmatic_into_library) {
   prepare(batch);
   BatchPlan& p = plan(batch);
   if (p.sched.streams < 2) return "";
@@ -81,12 +102,18 @@ std::string CudaEngine::capture_misses_hazards(int batch, int* checked) {
   const size_t n = nodes.size(), words = (n + 63) / 64;
   std::vector<std::vector<size_t>> succ(n);
   std::vector<int> indeg(n, 0);
-  int programmatic = 0;
+  std::unordered_set<cudaGraphNode_t> lib;
+  for (size_t e = 1; e < p.node_sets.size(); ++e)
+    if (runs_library_kernel(e - 1, p)) lib.insert(p.node_sets[e].begin(), p.node_sets[e].end());
+  int programmatic = 0, into_library = 0;
   for (size_t k = 0; k < ne; ++k) {
     succ[index.at(from[k])].push_back(index.at(to[k]));
     ++indeg[index.at(to[k])];
-    programmatic += data[k].type != cudaGraphDependencyTypeDefault;
+    const bool early = data[k].type != cudaGraphDependencyTypeDefault || data[k].from_port != cudaGraphKernelNodePortDefault;
+    programmatic += early;
+    into_library += early && lib.count(to[k]);
   }
+  if (programmatic_into_library) *programmatic_into_library = into_library;
   std::vector<size_t> order;
   for (size_t k = 0; k < n; ++k)
     if (!indeg[k]) order.push_back(k);

@@ -52,7 +52,14 @@ void CudaEngine::dump_graph(cudaGraph_t graph, int batch) {
 }
 
 void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
-  cudaGraph_t graph = capture(p, batch);
+  auto tracked_capture = [&] {  // with each op's nodes recorded when harden_edges needs them
+    p.track_nodes = full_edges_ == 1;
+    p.node_sets.assign(g_.ops.size() + 1, {});
+    cudaGraph_t g = capture(p, batch);
+    p.track_nodes = false;
+    return g;
+  };
+  cudaGraph_t graph = tracked_capture();
   cudaError_t e = cudaSuccess;
   if (p.capture_error.empty()) dump_graph(graph, batch);
   // cuDNN's memset nodes as kernel nodes (graph_memsets.h; default, DETFORGE_CUDA_MEMSET_KERNELS=0
@@ -62,10 +69,12 @@ void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
     if (p.memsets_replaced < 0) {
       cudaGetLastError();
       cudaGraphDestroy(graph);
-      graph = capture(p, batch);
+      graph = tracked_capture();
       p.memsets_replaced = 0;
     }
   }
+  p.edges_hardened = 0;
+  if (p.capture_error.empty() && graph && full_edges_) p.edges_hardened = harden_edges(graph, p, full_edges_ == 2);
   if (p.capture_error.empty()) {
     e = cudaGraphInstantiate(&p.exec, graph, 0);
     if (e != cudaSuccess) p.capture_error = cudaGetErrorString(e);

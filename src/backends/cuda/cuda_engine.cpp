@@ -293,6 +293,7 @@ void CudaEngine::plan_memory() {
   // DETFORGE_CUDA_ARENA_REUSE=0 (a debugging aid): no two buffers share bytes, so every op's
   // output survives the forward and op_outputs() can read it.
   arena_reuse_ = env_int("DETFORGE_CUDA_ARENA_REUSE", 1, 0, 1) != 0;
+  full_edges_ = env_int("DETFORGE_CUDA_FULL_EDGES", full_edges_, 0, 2);
   if (!arena_reuse_) may_share = [](size_t, size_t) { return false; };
   const graph::MemoryPlan plan = graph::plan_memory(lt, kAlign, may_share);
   arena_bytes_ = plan.total_bytes;
@@ -535,6 +536,10 @@ std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int
 // --- end GPU preprocessing ---
 
 int CudaEngine::graph_streams(int batch) { return plan(batch).sched.streams; }
+int CudaEngine::graph_edges_hardened(int batch) {
+  prepare(batch);
+  return plan(batch).edges_hardened;
+}
 int CudaEngine::graph_memsets_replaced(int batch) {
   prepare(batch);
   return plan(batch).memsets_replaced;

@@ -95,6 +95,7 @@ class CudaEngine : public Engine {
   // Streams the captured graph of `batch` spreads its ops over (1 = sequential), and how many
   // cross-stream waits that takes.
   int graph_streams(int batch);
+  int graph_edges_hardened(int batch);  // programmatic edges made full at capture (full_edges_)
   int graph_waits(int batch);
   int graph_memsets_replaced(int batch);  // DETFORGE_CUDA_MEMSET_KERNELS=1: memset nodes run as kernels
   // What prepare() found when it compared the captured graph's outputs with the eager forward's
@@ -120,7 +121,7 @@ class CudaEngine : public Engine {
   // the graph holds them all); `checked` receives the number of hazards between two entries that
   // both launched something. Why: the graph-versus-eager defect (NOTES.md v11); this tells a
   // capture that drops an ordering from kernels that disturb each other on well-ordered bytes.
-  std::string capture_misses_hazards(int batch, int* checked = nullptr);
+  std::string capture_misses_hazards(int batch, int* checked = nullptr, int* programmatic_into_library = nullptr);
   // A debugging aid: an eager forward of `batch` with the arena compared before and after each
   // op (in 256-byte chunks, the arena's alignment); returns the ops that changed arena bytes
   // outside the outputs the schedule knows them to write ("op: N chunks ..., the first in
@@ -189,6 +190,7 @@ class CudaEngine : public Engine {
     // capture_misses_hazards: while set, forward() records the graph nodes each entry's launches
     // added during capture (node_sets[e]).
     bool track_nodes = false;
+    int edges_hardened = 0;  // harden_edges at the last capture
     std::vector<std::vector<cudaGraphNode_t>> node_sets;
   };
   struct Slot {
@@ -209,6 +211,10 @@ class CudaEngine : public Engine {
   // Captures, rewrites the memset nodes and instantiates p.exec (p.capture_error on failure).
   void dump_graph(cudaGraph_t graph, int batch);  // DETFORGE_CUDA_GRAPH_DUMP (cuda_capture.cpp)
   void capture_and_instantiate(BatchPlan& p, int batch);
+  // Turns programmatic (early-start) edges of a captured graph into full edges: those into the
+  // nodes of ops that run a library kernel (p.node_sets from the capture), or all when `all`.
+  // Returns how many. cuda_engine.h at full_edges_ says why.
+  int harden_edges(cudaGraph_t graph, const BatchPlan& p, bool all);
   // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
   // and captures it again.
   void recapture(BatchPlan& p, int batch);
@@ -258,6 +264,13 @@ class CudaEngine : public Engine {
   static constexpr size_t kArenaGuardBytes = 4096;
   size_t arena_guard_ = 0;
   bool arena_reuse_ = true;  // DETFORGE_CUDA_ARENA_REUSE (op_outputs)
+  // DETFORGE_CUDA_FULL_EDGES: 1 (default) programmatic edges into library-kernel ops become full
+  // edges after capture (harden_edges), 2 every programmatic edge, 0 none. Why: without reuse
+  // of arena bytes (op_outputs, ninth session) the first op whose graph output differed from
+  // the eager one was a block's second conv (runtime-compiled cuDNN kernel) whose input came
+  // from another stream, with that input itself equal: it read the input before its producer
+  // had finished, although the graph holds the edge (capture_misses_hazards).
+  int full_edges_ = 1;
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
   std::vector<HostTensor> collect(int batch) const;
