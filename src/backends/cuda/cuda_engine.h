@@ -374,14 +374,15 @@ class CudaEngine : public Engine {
   // 1-2 of 16 differing, 8 (same-engine convs ordered) 2-3, 3 / 4 / 5 (runtime-compiled /
   // same-plan / cuBLASLt-backed convs ordered) 16 of 16.
   // 1: one handle per stream, convs free to overlap: broke fp16 quality and replays.
-  // 9 (default since the ninth session): every op that launches a cuDNN or cuBLASLt kernel
-  // (fused or legacy conv, linear, 1x1 conv as linear) ordered among all such ops; our own
-  // kernels still overlap them. Why: with 2, CudaGraphEqualsEager failed on 1 of 16 inputs
-  // (ninth session, call 1) while the captured graph held every byte hazard of the schedule
-  // (capture_misses_hazards) and a NaN-poisoned arena produced no NaN (no op read bytes before
-  // their writer ran): library kernels overlapping other library kernels is what the failing
-  // schedules share (NOTES.md v12).
-  int conv_handles_ = 9;
+  // 9: every op that launches a cuDNN or cuBLASLt kernel ordered among all such ops (the graph
+  // check's first fallback). Tried first in the ninth session; it failed now and then too.
+  // 0 (default again since the ninth session, with full_edges_): the cause of all the above was
+  // found (NOTES.md v12): cuDNN and cuBLASLt launch kernels that stream capture gives programmatic
+  // (early-start) incoming edges, 50 in the batch-1 graph, and a library kernel started through
+  // one read its input before the producer on the other stream had finished. With those edges
+  // made full (harden_edges), free overlap gave the eager bits on every input tried (16 x 2
+  // batch-1 inputs, 8 + 8 op by op without arena reuse), and the orderings are not needed.
+  int conv_handles_ = 0;
   // DETFORGE_CUDA_GRAPH_CHECK (default 1): prepare() checks each captured graph against the
   // eager forward and, when they differ, captures again with all fused convs ordered
   // (CONV_HANDLES=2) unless they are, then with one stream. Why: on the H200 (2026-12-03,
