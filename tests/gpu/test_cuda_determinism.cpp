@@ -43,12 +43,11 @@ std::string describe_difference(const std::vector<HostTensor>& a, const std::vec
 }
 
 
-// The default engine (fused convs ordered among themselves, DETFORGE_CUDA_CONV_HANDLES=2) with
-// and without its graph check (the schedule itself must hold, not only its fallback), without PDL, on one stream (a race between streams would pass
-// there) and with the legacy conv API, each replayed 40 times. With fused convs free to overlap
-// (CONV_HANDLES=0, the default before 2026-12-03) up to 28 of 40 replays differed on the H200, by
-// up to 4 in a logit and in the top-k order; the ordered default passed 4 runs of 40 (sixth and
-// seventh sessions). Open: the cause (cuda_engine.h at conv_handles_, NOTES.md v10).
+// The default engine (convs free to overlap, early-start edges into library kernels made full)
+// with and without its graph check (the schedule itself must hold, not only its fallback),
+// without PDL, on one stream (a race between streams would pass there) and with the legacy conv
+// API, each replayed 40 times. With the edges as captured up to 28 of 40 replays differed on the
+// H200 (sixth and seventh sessions); the cause is in NOTES.md v12 (cuda_engine.h at full_edges_).
 class CudaDeterminism : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {
@@ -89,8 +88,10 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaDeterminism,
 // on the H200 (2026-12-03, seventh session) with fused convs free to overlap (CONV_HANDLES=0, then
 // the default) every one of 16 inputs differed, and the fp16 detections on shapes_val256 failed
 // the fp16-vs-fp32 agreement (precision 0.905, AP 0.662 vs fp32 0.7115), while ordering the fused
-// convs (CONV_HANDLES=2, now the default) passed (0.998, AP 0.7114); replays of one batch-2 input
-// caught that race only now and then. With the graph check (default) every setting here passes:
+// convs (CONV_HANDLES=2, then the default) passed (0.998, AP 0.7114) but failed 1 of 16 inputs now
+// and then; replays of one batch-2 input caught that race only now and then. Since the ninth
+// session the early-start edges into library kernels are made full (NOTES.md v12) and the convs
+// overlap freely again. With the graph check (default) every setting here passes:
 // the check falls back to a schedule that agrees (it prints what it found); the default schedule
 // must also pass without it. Partial orderings (CONV_HANDLES=3, 4, 5, 7, 8) did not, on the H200.
 class CudaGraphEqualsEager : public ::testing::TestWithParam<const char*> {};
@@ -134,7 +135,8 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaGraphEqualsEager,
 // graph must still give the usual eager bits. Why: the graph-versus-eager defect of overlapping
 // library convs (NOTES.md v11) has two kinds of explanation. A consumer reading its input before
 // the producer finished would read NaN here (finite leftovers of the previous forward without the
-// poison); bits that differ while staying finite point at kernels disturbing each other instead.
+// poison). Weaker than it looks: a ReLU turns a NaN read into 0, and the defect it was written
+// for (an early start, NOTES.md v12) passed it without a NaN.
 // DISABLED_FreeOverlap is that diagnostic on the schedule that fails (run it with
 // --gtest_also_run_disabled_tests).
 class CudaPoisonedArena : public ::testing::TestWithParam<const char*> {};
@@ -186,8 +188,9 @@ INSTANTIATE_TEST_SUITE_P(DISABLED_FreeOverlap, CudaPoisonedArena,
 // The captured graph holds every ordering of the schedule: for each byte hazard between two ops
 // (overlapping arena bytes, one writing), every graph node of the later op is reachable from every
 // node of the earlier one (CudaEngine::capture_misses_hazards). Run on the default schedule and on
-// the one that gives wrong bits (fused convs free to overlap): if that one passes too, its defect
-// is not a dropped ordering but kernels disturbing each other on well-ordered bytes.
+// the ones that gave wrong bits. They passed too (ninth session): the edges were all there, but 50
+// of them into library kernels were programmatic (early-start) ones, which the engine now makes
+// full (harden_edges; NOTES.md v12). The count of those is printed as captured.
 class CudaCaptureHazards : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaCaptureHazards, R18vdGraphOrdersEveryHazard) {

@@ -312,7 +312,8 @@ class CudaEngine : public Engine {
   // with 1, 0.6681 ms with 2). Why off: with 1 or 2 the 4-stream graph differed from the eager
   // forward on 1-3 of 16 batch-1 inputs in every run (4 runs, graph check off; 0 with 0 in the
   // same command, eighth session): cuBLASLt GEMMs overlapping the fused convs meet the same
-  // unexplained race as overlapping fused convs (conv_handles_).
+  // race as overlapping fused convs (conv_handles_). That race was the early-start edges (NOTES.md
+  // v12); with them made full and convs free to overlap, modes 1-3 are not measured yet.
   int conv_linear_ = 0;
   bool conv_as_linear(size_t i) const;       // cuda_ops.cpp
   bool feeds_only_residuals(size_t i) const;  // op i's output is only other convs' residual input
@@ -361,18 +362,10 @@ class CudaEngine : public Engine {
   // DETFORGE_CUDA_CONV_HANDLES: how fused (cuDNN frontend) convs on several streams share cuDNN.
   // 2 (the default until the ninth session): one handle, and the schedule orders all fused convs
   // one after another (a shared pseudo byte range) while other ops still overlap them.
-  // 0: fused convs free to overlap (every release before 2026-12-03). On the H200 its 4-stream
-  // r18vd fp16 graph differed from the eager forward on every batch-1 input
-  // (CudaGraphEqualsEager) and its shapes_val256 fp16 detections failed the quality check
-  // (precision 0.905, AP 0.662 vs fp32 0.7115); with 2 both passed (0.999, AP 0.7114) at ~35 us
-  // of batch-1 time (0.664 -> 0.702 ms). The cause is not found (NOTES.md v11): no memcpy nodes
-  // in the graph, not our workspace (a private one per op did not help), not the memset rewrite,
-  // PDL, nor an op writing past its output. CudaEngine::conflicting_convs named one pair
-  // (eighth session): backbone stage 1's 3x3/2 conv and its shortcut, two precompiled sm90
-  // xmma plans of engine 41 reading one input on two streams; but no partial ordering held on
-  // 16 inputs: 7 (every precompiled plan ordered, the CCFM's runtime-compiled convs free) left
-  // 1-2 of 16 differing, 8 (same-engine convs ordered) 2-3, 3 / 4 / 5 (runtime-compiled /
-  // same-plan / cuBLASLt-backed convs ordered) 16 of 16.
+  // 0 before the ninth session (edges as captured): the 4-stream r18vd fp16 graph differed from
+  // the eager forward on every batch-1 input and failed the shapes_val256 quality check
+  // (precision 0.905, AP 0.662 vs fp32 0.7115); 2 hid it at ~35 us of batch-1 time. Sessions 7-8
+  // searched for the cause among the convs themselves (modes 3-8 order subsets; none held).
   // 1: one handle per stream, convs free to overlap: broke fp16 quality and replays.
   // 9: every op that launches a cuDNN or cuBLASLt kernel ordered among all such ops (the graph
   // check's first fallback). Tried first in the ninth session; it failed now and then too.
@@ -384,13 +377,10 @@ class CudaEngine : public Engine {
   // batch-1 inputs, 8 + 8 op by op without arena reuse), and the orderings are not needed.
   int conv_handles_ = 0;
   // DETFORGE_CUDA_GRAPH_CHECK (default 1): prepare() checks each captured graph against the
-  // eager forward and, when they differ, captures again with all fused convs ordered
-  // (CONV_HANDLES=2) unless they are, then with one stream. Why: on the H200 (2026-12-03,
-  // seventh session) the 4-stream r18vd fp16 graph with overlapping fused convs differed from the
-  // eager forward on every batch-1 input; the check caught it there and fell back (quality then
-  // passed), but at batch 2 4 of 40 replays of such an engine still differed from each other (a
-  // race that one check can miss), so the check is a safety net, not a proof: the default orders
-  // the fused convs (above), whose batch-2 replays agreed in 4 runs of 40.
+  // eager forward on one fresh input and, when they differ, captures again with every library op
+  // ordered (conv_order 9) unless they are, then with one stream. A net, not a proof: one input
+  // caught the early-start defect (NOTES.md v12) every time at batch 1 with free overlap, but
+  // missed it at 1 of 16 inputs under ordered fused convs.
   bool graph_check_ = true;
   bool snapshots_ = false;  // DETFORGE_CUDA_SNAPSHOTS (op_snapshots)
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
