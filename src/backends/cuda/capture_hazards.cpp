@@ -1,8 +1,8 @@
-// Does the captured graph hold every ordering the stream schedule asks for? CaptureNodes records
-// which graph nodes each schedule entry's launches added during a capture; capture_misses_hazards
-// checks each byte hazard between two entries against the graph's reachability. A debugging aid
-// for the graph-versus-eager defect (NOTES.md v11): schedule_is_safe proves the schedule, this
-// proves its capture (library calls that launch on a stream of their own would show here).
+// The captured graph's edges. CaptureNodes records which graph nodes each schedule entry's
+// launches added during a capture. harden_edges uses them to make the programmatic (early-start)
+// edges into library-kernel ops full edges: the fix of the multi-stream defect (NOTES.md v12).
+// capture_misses_hazards, a debugging aid, checks each byte hazard between two entries against
+// the graph's reachability (schedule_is_safe proves the schedule, this proves its capture).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -23,6 +23,24 @@ std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t g) {
   std::vector<cudaGraphNode_t> v(n);
   if (n) DF_CUDA(cudaGraphGetNodes(g, v.data(), &n));
   return v;
+}
+
+struct Edges {
+  std::vector<cudaGraphNode_t> from, to;
+  std::vector<cudaGraphEdgeData> data;
+  size_t size() const { return from.size(); }
+  // Programmatic: the downstream node may start before this edge's upstream node has finished.
+  bool early(size_t k) const {
+    return data[k].type != cudaGraphDependencyTypeDefault || data[k].from_port != cudaGraphKernelNodePortDefault;
+  }
+};
+
+Edges edges_of(cudaGraph_t g) {
+  size_t n = 0;
+  DF_CUDA(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n));
+  Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
+  if (n) DF_CUDA(cudaGraphGetEdges(g, e.from.data(), e.to.data(), e.data.data(), &n));
+  return e;
 }
 
 cudaGraph_t capturing_graph(cudaStream_t s) {
@@ -56,22 +74,22 @@ CaptureNodes::~CaptureNodes() {
     if (!old.count(node)) out_->push_back(node);
 }
 
-int CudaEngine::harden_edges(cudaGraph_t graph, const BatchPlan& p, bool all) {
+std::unordered_set<cudaGraphNode_t> CudaEngine::library_nodes(const BatchPlan& p) const {
   std::unordered_set<cudaGraphNode_t> lib;
   for (size_t e = 1; e < p.node_sets.size(); ++e)
     if (runs_library_kernel(e - 1, p)) lib.insert(p.node_sets[e].begin(), p.node_sets[e].end());
-  size_t ne = 0;
-  DF_CUDA(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &ne));
-  std::vector<cudaGraphNode_t> from(ne), to(ne);
-  std::vector<cudaGraphEdgeData> data(ne);
-  if (ne) DF_CUDA(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &ne));
+  return lib;
+}
+
+int CudaEngine::harden_edges(cudaGraph_t graph, const BatchPlan& p, bool all) {
+  const auto lib = library_nodes(p);
+  const Edges edges = edges_of(graph);
   int n = 0;
-  for (size_t k = 0; k < ne; ++k) {
-    const bool early = data[k].type != cudaGraphDependencyTypeDefault || data[k].from_port != cudaGraphKernelNodePortDefault;
-    if (!early || (!all && !lib.count(to[k]))) continue;
-    DF_CUDA(cudaGraphRemoveDependencies(graph, &from[k], &to[k], &data[k], 1));
+  for (size_t k = 0; k < edges.size(); ++k) {
+    if (!edges.early(k) || (!all && !lib.count(edges.to[k]))) continue;
+    DF_CUDA(cudaGraphRemoveDependencies(graph, &edges.from[k], &edges.to[k], &edges.data[k], 1));
     const cudaGraphEdgeData full{};
-    DF_CUDA(cudaGraphAddDependencies(graph, &from[k], &to[k], &full, 1));
+    DF_CUDA(cudaGraphAddDependencies(graph, &edges.from[k], &edges.to[k], &full, 1));
     ++n;
   }
   return n;
@@ -92,26 +110,20 @@ std::string CudaEngine::capture_misses_hazards(int batch, int* checked, int* pro
   const auto nodes = nodes_of(graph);
   std::unordered_map<cudaGraphNode_t, size_t> index;
   for (size_t k = 0; k < nodes.size(); ++k) index[nodes[k]] = k;
-  size_t ne = 0;
-  DF_CUDA(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &ne));
-  std::vector<cudaGraphNode_t> from(ne), to(ne);
-  std::vector<cudaGraphEdgeData> data(ne);
-  if (ne) DF_CUDA(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &ne));
+  const Edges edges = edges_of(graph);
+  const size_t ne = edges.size();
   // reach[u] holds every node reachable from u, over all edges (a programmatic edge orders our
   // kernels through griddepcontrol.wait); `programmatic` counts the edges that are not full ones.
   const size_t n = nodes.size(), words = (n + 63) / 64;
   std::vector<std::vector<size_t>> succ(n);
   std::vector<int> indeg(n, 0);
-  std::unordered_set<cudaGraphNode_t> lib;
-  for (size_t e = 1; e < p.node_sets.size(); ++e)
-    if (runs_library_kernel(e - 1, p)) lib.insert(p.node_sets[e].begin(), p.node_sets[e].end());
+  const auto lib = library_nodes(p);
   int programmatic = 0, into_library = 0;
   for (size_t k = 0; k < ne; ++k) {
-    succ[index.at(from[k])].push_back(index.at(to[k]));
-    ++indeg[index.at(to[k])];
-    const bool early = data[k].type != cudaGraphDependencyTypeDefault || data[k].from_port != cudaGraphKernelNodePortDefault;
-    programmatic += early;
-    into_library += early && lib.count(to[k]);
+    succ[index.at(edges.from[k])].push_back(index.at(edges.to[k]));
+    ++indeg[index.at(edges.to[k])];
+    programmatic += edges.early(k);
+    into_library += edges.early(k) && lib.count(edges.to[k]);
   }
   if (programmatic_into_library) *programmatic_into_library = into_library;
   std::vector<size_t> order;

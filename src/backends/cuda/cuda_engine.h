@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -215,6 +216,8 @@ class CudaEngine : public Engine {
   // nodes of ops that run a library kernel (p.node_sets from the capture), or all when `all`.
   // Returns how many. cuda_engine.h at full_edges_ says why.
   int harden_edges(cudaGraph_t graph, const BatchPlan& p, bool all);
+  // The graph nodes (p.node_sets) of ops that run a library kernel (runs_library_kernel).
+  std::unordered_set<cudaGraphNode_t> library_nodes(const BatchPlan& p) const;
   // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
   // and captures it again.
   void recapture(BatchPlan& p, int batch);
