@@ -293,7 +293,7 @@ void CudaEngine::plan_memory() {
   // DETFORGE_CUDA_ARENA_REUSE=0 (a debugging aid): no two buffers share bytes, so every op's
   // output survives the forward and op_outputs() can read it.
   arena_reuse_ = env_int("DETFORGE_CUDA_ARENA_REUSE", 1, 0, 1) != 0;
-  full_edges_ = env_int("DETFORGE_CUDA_FULL_EDGES", full_edges_, 0, 2);
+  full_edges_ = env_int("DETFORGE_CUDA_FULL_EDGES", full_edges_, 0, 3);
   if (!arena_reuse_) may_share = [](size_t, size_t) { return false; };
   const graph::MemoryPlan plan = graph::plan_memory(lt, kAlign, may_share);
   arena_bytes_ = plan.total_bytes;

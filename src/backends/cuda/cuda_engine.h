@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -212,10 +213,11 @@ class CudaEngine : public Engine {
   // Captures, rewrites the memset nodes and instantiates p.exec (p.capture_error on failure).
   void dump_graph(cudaGraph_t graph, int batch);  // DETFORGE_CUDA_GRAPH_DUMP (cuda_capture.cpp)
   void capture_and_instantiate(BatchPlan& p, int batch);
-  // Turns programmatic (early-start) edges of a captured graph into full edges: those into the
-  // nodes of ops that run a library kernel (p.node_sets from the capture), or all when `all`.
-  // Returns how many. cuda_engine.h at full_edges_ says why.
-  int harden_edges(cudaGraph_t graph, const BatchPlan& p, bool all);
+  // Turns programmatic (early-start) edges of a captured graph into full edges, by full_edges_
+  // mode: 1 those into the nodes of ops that run a library kernel (p.node_sets from the
+  // capture), 2 all, 3 those of 1 whose upstream node is not on the same stream. Returns how
+  // many. cuda_engine.h at full_edges_ says why.
+  int harden_edges(cudaGraph_t graph, const BatchPlan& p, int mode);
   // The graph nodes (p.node_sets) of ops that run a library kernel (runs_library_kernel).
   std::unordered_set<cudaGraphNode_t> library_nodes(const BatchPlan& p) const;
   // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
@@ -268,7 +270,10 @@ class CudaEngine : public Engine {
   size_t arena_guard_ = 0;
   bool arena_reuse_ = true;  // DETFORGE_CUDA_ARENA_REUSE (op_outputs)
   // DETFORGE_CUDA_FULL_EDGES: 1 (default) programmatic edges into library-kernel ops become full
-  // edges after capture (harden_edges), 2 every programmatic edge, 0 none. Why: without reuse
+  // edges after capture (harden_edges), 2 every programmatic edge, 0 none; 3 (not yet run on a
+  // GPU) only those of 1 that cross streams: the eager forward, one stream with the same
+  // programmatic launches, always gave the right bits, so same-stream early starts may be safe,
+  // and they are worth up to 0.031 ms at batch 1 (NOTES.md v12). Why: without reuse
   // of arena bytes (op_outputs, ninth session) the first op whose graph output differed from
   // the eager one was a block's second conv (runtime-compiled cuDNN kernel) whose input came
   // from another stream, with that input itself equal: it read the input before its producer
