@@ -382,9 +382,8 @@ TEST(CudaDeterminism, R18vdConvsThatMustNotOverlap) {
 
 // No op writes past the end of its output (DETFORGE_CUDA_ARENA_GUARD=1: guard bytes after every
 // arena buffer, filled before the op and read back after it, in an eager forward). Such a write
-// would land in a neighbouring buffer that another stream may be reading or writing: one
-// explanation left for the overlapping-fused-convs defect (NOTES.md v10). Written in the seventh
-// session after the device time ran out: not yet run.
+// would land in a neighbouring buffer that another stream may be reading or writing (passed in
+// the eighth session; CudaStrayWrites below checks the whole arena).
 TEST(CudaDeterminism, R18vdNoOpWritesPastItsOutput) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
