@@ -17,11 +17,17 @@ namespace detforge::cuda {
 
 namespace {
 
-std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t g) {
+// The nodes of g into v (CaptureNodes' destructor, which must not throw, checks the result).
+cudaError_t get_nodes(cudaGraph_t g, std::vector<cudaGraphNode_t>& v) {
   size_t n = 0;
-  DF_CUDA(cudaGraphGetNodes(g, nullptr, &n));
-  std::vector<cudaGraphNode_t> v(n);
-  if (n) DF_CUDA(cudaGraphGetNodes(g, v.data(), &n));
+  if (const cudaError_t e = cudaGraphGetNodes(g, nullptr, &n); e != cudaSuccess) return e;
+  v.resize(n);
+  return n ? cudaGraphGetNodes(g, v.data(), &n) : cudaSuccess;
+}
+
+std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t g) {
+  std::vector<cudaGraphNode_t> v;
+  DF_CUDA(get_nodes(g, v));
   return v;
 }
 
@@ -65,11 +71,8 @@ CaptureNodes::~CaptureNodes() {
   const std::unordered_set<cudaGraphNode_t> old(before_.begin(), before_.end());
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   cudaGraph_t g = nullptr;
-  if (cudaStreamGetCaptureInfo(s_, &st, nullptr, &g) != cudaSuccess || !g) return;  // no throw from here
-  size_t n = 0;
-  if (cudaGraphGetNodes(g, nullptr, &n) != cudaSuccess) return;
-  std::vector<cudaGraphNode_t> now(n);
-  if (n && cudaGraphGetNodes(g, now.data(), &n) != cudaSuccess) return;
+  std::vector<cudaGraphNode_t> now;
+  if (cudaStreamGetCaptureInfo(s_, &st, nullptr, &g) != cudaSuccess || !g || get_nodes(g, now) != cudaSuccess) return;
   for (auto* node : now)
     if (!old.count(node)) out_->push_back(node);
 }
@@ -84,7 +87,7 @@ std::unordered_set<cudaGraphNode_t> CudaEngine::library_nodes(const BatchPlan& p
 int CudaEngine::harden_edges(cudaGraph_t graph, const BatchPlan& p, int mode) {
   const auto lib = library_nodes(p);
   std::unordered_map<cudaGraphNode_t, int> stream_of;  // mode 3: the stream of each recorded node
-  for (size_t e = 0; e < p.node_sets.size() && e < p.sched.stream.size(); ++e)
+  for (size_t e = 0; mode == 3 && e < p.node_sets.size() && e < p.sched.stream.size(); ++e)
     for (auto* node : p.node_sets[e]) stream_of[node] = p.sched.stream[e];
   auto same_stream = [&](cudaGraphNode_t a, cudaGraphNode_t b) {
     const auto i = stream_of.find(a), j = stream_of.find(b);
@@ -169,6 +172,7 @@ std::string CudaEngine::capture_misses_hazards(int batch, int* checked, int* pro
         }
       if (!ordered && misses++ < 5) missing += "\n  " + name(i) + " -> " + name(j);
     }
+  p.node_sets.clear();  // the destroyed graph's nodes
   if (!misses) return "";
   return std::to_string(misses) + " hazards without a path in the graph (" + std::to_string(n) + " nodes, " +
          std::to_string(ne) + " edges, " + std::to_string(programmatic) + " programmatic), first:" + missing;

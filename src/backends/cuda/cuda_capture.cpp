@@ -82,6 +82,7 @@ void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
     if (e == cudaSuccess && cudaGraphGetNodes(graph, nullptr, &n) == cudaSuccess) p.nodes = static_cast<int>(n);
   }
   if (graph) cudaGraphDestroy(graph);
+  p.node_sets.clear();  // the destroyed graph's nodes
   if (!p.capture_error.empty()) {
     cudaGetLastError();  // clear; this batch size runs eagerly
     p.exec = nullptr;

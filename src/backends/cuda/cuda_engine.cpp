@@ -75,7 +75,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   share_conv_plans_ = env_int("DETFORGE_CUDA_SHARE_CONV_PLANS", 0, 0, 1) != 0;
-  conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", conv_handles_, 0, 9);  // cuda_engine.h says why 2
+  conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", conv_handles_, 0, 9);  // cuda_engine.h says why 0
   snapshots_ = env_int("DETFORGE_CUDA_SNAPSHOTS", 0, 0, 1) != 0;
   // Measured on the H200 (bench/results/h200/ab-2026-12-03b-sched, fp16 engine p50): memset nodes
   // as kernels 0.7280 -> 0.7255 ms at batch 1, 6.378 -> 6.317 ms at batch 32; early outputs alone
@@ -95,6 +95,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   op_workspaces_ = env_int("DETFORGE_CUDA_OP_WORKSPACE", 0, 0, 1) != 0;
   graph_check_ = env_int("DETFORGE_CUDA_GRAPH_CHECK", 1, 0, 1) != 0;
   arena_guard_ = env_int("DETFORGE_CUDA_ARENA_GUARD", 0, 0, 1) ? kArenaGuardBytes : 0;
+  arena_reuse_ = env_int("DETFORGE_CUDA_ARENA_REUSE", 1, 0, 1) != 0;
+  full_edges_ = env_int("DETFORGE_CUDA_FULL_EDGES", full_edges_, 0, 3);
   lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", lt_sm_target_, 0, 1024);
   conv_linear_ = env_int("DETFORGE_CUDA_CONV_LINEAR", conv_linear_, 0, 3);
   offchain_own_ = env_int("DETFORGE_CUDA_OFFCHAIN_OWN", offchain_own_ ? 1 : 0, 0, 1) != 0;
@@ -292,8 +294,6 @@ void CudaEngine::plan_memory() {
   }
   // DETFORGE_CUDA_ARENA_REUSE=0 (a debugging aid): no two buffers share bytes, so every op's
   // output survives the forward and op_outputs() can read it.
-  arena_reuse_ = env_int("DETFORGE_CUDA_ARENA_REUSE", 1, 0, 1) != 0;
-  full_edges_ = env_int("DETFORGE_CUDA_FULL_EDGES", full_edges_, 0, 3);
   if (!arena_reuse_) may_share = [](size_t, size_t) { return false; };
   const graph::MemoryPlan plan = graph::plan_memory(lt, kAlign, may_share);
   arena_bytes_ = plan.total_bytes;

@@ -31,8 +31,8 @@ namespace detforge::cuda {
 
 class ImageInput;  // image_input.h
 
-// CudaEngine::capture_misses_hazards: records in sets[e] the graph nodes that the launches made
-// while it is in scope add to the capture of stream `s` (nothing when s is null).
+// For CudaEngine::harden_edges and capture_misses_hazards: records in sets[e] the graph nodes that
+// the launches made while it is in scope add to the capture of stream `s` (nothing when s is null).
 class CaptureNodes {
  public:
   CaptureNodes(cudaStream_t s, std::vector<std::vector<cudaGraphNode_t>>& sets, size_t e);
@@ -189,8 +189,8 @@ class CudaEngine : public Engine {
     std::vector<size_t> snap_bytes;
     std::string capture_error;
     std::vector<graph::OpAccess> acc;  // by schedule entry: the bytes it reads and writes
-    // capture_misses_hazards: while set, forward() records the graph nodes each entry's launches
-    // added during capture (node_sets[e]).
+    // harden_edges / capture_misses_hazards: while set, forward() records the graph nodes each
+    // entry's launches added during capture (node_sets[e]); cleared once that graph is destroyed.
     bool track_nodes = false;
     int edges_hardened = 0;  // harden_edges at the last capture
     std::vector<std::vector<cudaGraphNode_t>> node_sets;
