@@ -128,8 +128,7 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
 
 INSTANTIATE_TEST_SUITE_P(R18vd, CudaGraphEqualsEager,
                          ::testing::Values("", "DETFORGE_CUDA_GRAPH_CHECK=0", "DETFORGE_CUDA_STREAMS=1",
-                                           "DETFORGE_CUDA_CONV_HANDLES=9 DETFORGE_CUDA_GRAPH_CHECK=0",
-                                           "DETFORGE_CUDA_FULL_EDGES=3 DETFORGE_CUDA_GRAPH_CHECK=0"));
+                                           "DETFORGE_CUDA_CONV_HANDLES=9 DETFORGE_CUDA_GRAPH_CHECK=0"));
 
 // Every byte an op reads was written earlier in the same forward: with the arena filled with NaN
 // bytes right before a forward (CudaEngine::poison_arena), the eager forward and the captured

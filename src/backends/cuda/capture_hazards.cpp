@@ -86,19 +86,11 @@ std::unordered_set<cudaGraphNode_t> CudaEngine::library_nodes(const BatchPlan& p
 
 int CudaEngine::harden_edges(cudaGraph_t graph, const BatchPlan& p, int mode) {
   const auto lib = library_nodes(p);
-  std::unordered_map<cudaGraphNode_t, int> stream_of;  // mode 3: the stream of each recorded node
-  for (size_t e = 0; mode == 3 && e < p.node_sets.size() && e < p.sched.stream.size(); ++e)
-    for (auto* node : p.node_sets[e]) stream_of[node] = p.sched.stream[e];
-  auto same_stream = [&](cudaGraphNode_t a, cudaGraphNode_t b) {
-    const auto i = stream_of.find(a), j = stream_of.find(b);
-    return i != stream_of.end() && j != stream_of.end() && i->second == j->second;
-  };
   const Edges edges = edges_of(graph);
   int n = 0;
   for (size_t k = 0; k < edges.size(); ++k) {
     if (!edges.early(k)) continue;
     if (mode != 2 && !lib.count(edges.to[k])) continue;
-    if (mode == 3 && same_stream(edges.from[k], edges.to[k])) continue;
     DF_CUDA(cudaGraphRemoveDependencies(graph, &edges.from[k], &edges.to[k], &edges.data[k], 1));
     const cudaGraphEdgeData full{};
     DF_CUDA(cudaGraphAddDependencies(graph, &edges.from[k], &edges.to[k], &full, 1));

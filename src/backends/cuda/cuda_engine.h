@@ -270,10 +270,9 @@ class CudaEngine : public Engine {
   size_t arena_guard_ = 0;
   bool arena_reuse_ = true;  // DETFORGE_CUDA_ARENA_REUSE (op_outputs)
   // DETFORGE_CUDA_FULL_EDGES: 1 (default) programmatic edges into library-kernel ops become full
-  // edges after capture (harden_edges), 2 every programmatic edge, 0 none; 3 (not yet run on a
-  // GPU) only those of 1 that cross streams: the eager forward, one stream with the same
-  // programmatic launches, always gave the right bits, so same-stream early starts may be safe,
-  // and they are worth up to 0.031 ms at batch 1 (NOTES.md v12). Why: without reuse
+  // edges after capture (harden_edges), 2 every programmatic edge, 0 none. Same-stream early
+  // starts are not safe either: hardening only the cross-stream ones (a mode 3, tenth session)
+  // left 16 of 16 inputs differing (CudaGraphEqualsEager, H200), so it was removed. Why: without reuse
   // of arena bytes (op_outputs, ninth session) the first op whose graph output differed from
   // the eager one was a block's second conv (runtime-compiled cuDNN kernel) whose input came
   // from another stream, with that input itself equal: it read the input before its producer
