@@ -23,6 +23,7 @@ std::string kernel_group(const std::string& n) {
   // Our own kernels first (names from backends/cuda/kernels/*.cu).
   if (has("row_mlp")) return "gemm";  // linear chains (+ their LayerNorm / box epilogue)
   if (has("small_linear")) return "gemm";  // linears with K <= 8 or N <= 8
+  if (has("tile_linear")) return "gemm";   // latency-bound linears of a few hundred rows
   if (has("layer_norm")) return "normalization";
   if (has("ms_deform_attn")) return "deformable_sampling";
   if (has("attention") || has("fmha") || has("flash")) return "attention";

@@ -92,6 +92,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   // everywhere (4.2-5.0 us against 3.6-3.7 for N = 4 at 300 rows, 15.4 against 3.6 for the
   // 8400-row score head), and both together were 0.6814 against 0.6687 ms off.
   small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 2);
+  tile_linear_rows_ = env_int("DETFORGE_CUDA_TILE_LINEAR", static_cast<int>(tile_linear_rows_), 0, 1 << 30);
+  tile_conv_ = env_int("DETFORGE_CUDA_TILE_CONV", tile_conv_ ? 1 : 0, 0, 1) != 0;
   op_workspaces_ = env_int("DETFORGE_CUDA_OP_WORKSPACE", 0, 0, 1) != 0;
   graph_check_ = env_int("DETFORGE_CUDA_GRAPH_CHECK", 1, 0, 1) != 0;
   arena_guard_ = env_int("DETFORGE_CUDA_ARENA_GUARD", 0, 0, 1) ? kArenaGuardBytes : 0;
@@ -438,7 +440,8 @@ std::string CudaEngine::conv_fusion_summary(int batch) {
          (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")") + "; " +
          std::to_string(p.n_conv_linear) + " 1x1 convs as cuBLASLt linears; " +
          std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels, " +
-         std::to_string(small_linears(batch)) + " on own small-K/small-N kernels";
+         std::to_string(small_linears(batch)) + " on own small-K/small-N kernels (" +
+         std::to_string(small_linears(batch, SmallLinear::tile)) + " of them tile_linear)";
 }
 int CudaEngine::small_linears(int batch, SmallLinear kind) {
   const BatchPlan& p = plan(batch);

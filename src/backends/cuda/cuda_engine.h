@@ -303,6 +303,13 @@ class CudaEngine : public Engine {
   // DETFORGE_CUDA_SMALL_LINEAR: 0 off, 1 (default) linears with K <= 8 on kernels/small_linear.cu
   // instead of cuBLASLt, 2 also those with N <= 8 (build_op_plan).
   int small_linear_ = 1;
+  // DETFORGE_CUDA_TILE_LINEAR=n: fp16 linears of at most n rows (batch x tokens) on
+  // kernels/tile_linear.cu instead of cuBLASLt; 0 none.
+  int64_t tile_linear_rows_ = 0;
+  // DETFORGE_CUDA_TILE_CONV=1: 1x1 convs (stride 1, no pad, residual before the activation) of at
+  // most tile_linear_rows_ pixels run on tile_linear too.
+  bool tile_conv_ = false;
+  bool conv_as_tile(size_t i, int batch);
   // DETFORGE_CUDA_LT_SM_TARGET=n (default 116, 0 = off): linears of 4096-16800 rows (r18vd's
   // 8400-row encoder heads at batch 1-2) ask cuBLASLt for plans on n SMs. Why: at batch 1 the
   // bbox head filled all 132 SMs, and the top-k select (one CTA needing a whole SM) waited ~7 us

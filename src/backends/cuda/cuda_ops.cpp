@@ -122,6 +122,19 @@ bool CudaEngine::conv_as_linear(size_t i) const {
   return conv_linear_ >= 2 && feeds_only_residuals(i);
 }
 
+bool CudaEngine::conv_as_tile(size_t i, int batch) {
+  const graph::Op& op = g_.ops[i];
+  if (!half_ || !tile_conv_ || op.res_after_act()) return false;
+  const ConvShape s = conv_shape(i, batch);
+  if (s.kh != 1 || s.kw != 1 || s.stride != 1 || s.pad != 0 || s.Ho != s.H || s.Wo != s.W) return false;
+  const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
+  const bool res = op.inputs.size() > 3 && op.inputs[3] != graph::kNoTensor;
+  return rows <= tile_linear_rows_ &&
+         tile_linear_ok(rows, s.Co, s.Ci, ptr(op.inputs[0]), ptr(op.inputs[1]),
+                        op.inputs.size() > 2 ? ptr(op.inputs[2]) : nullptr, res ? ptr(op.inputs[3]) : nullptr,
+                        ptr(op.outputs[0]));
+}
+
 bool CudaEngine::feeds_only_residuals(size_t i) const {
   const graph::TensorId out = g_.ops[i].outputs[0];
   int uses = 0;
@@ -146,6 +159,10 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
       p.lin[i] = lt_linear(lt_, rows, s.Co, s.Ci, half_, bias, op.act(), res, workspace_bytes_, op, 0);
       ++p.n_conv_linear;
+      return;
+    }
+    if (conv_as_tile(i, batch)) {  // a 1x1 conv as a linear over B*H*W pixel rows, on tile_linear
+      p.small_lin[i] = SmallLinear::tile;
       return;
     }
     if (half_ && fuse_conv_) {
@@ -192,6 +209,12 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       if (p.small_lin[i] == SmallLinear::small_n && small_linear_ < 2) p.small_lin[i] = SmallLinear::none;
       if (p.small_lin[i] != SmallLinear::none) return;
     }
+    if (half_ && rows <= tile_linear_rows_ &&
+        tile_linear_ok(rows, N, K, ptr(op.inputs[0]), ptr(op.inputs[1]), bias ? ptr(op.inputs[2]) : nullptr,
+                       res ? ptr(op.inputs[3]) : nullptr, ptr(op.outputs[0]))) {
+      p.small_lin[i] = SmallLinear::tile;  // own latency-bound GEMM (kernels/tile_linear.cu says why)
+      return;
+    }
     const bool relu = lt_fuses_relu(op.act(), res);
     p.lin[i] = lt_linear(lt_, rows, N, K, half_, bias, op.act(), res, workspace_bytes_, op,
                          rows >= 4096 && rows <= 16800 ? lt_sm_target_ : 0);
@@ -236,6 +259,11 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
         conv_igemm(in(0), in(1), in(2), in(3), y, conv_shape(i, B), op.act(), p.own_conv[i], ws, s);
         break;
       }
+      if (p.small_lin[i] == SmallLinear::tile) {  // 1x1: x [B*H*W, Ci], w [Co, Ci], act(x w^T + b + res)
+        const int Co = static_cast<int>(oshape.back());
+        tile_linear(in(0), in(1), in(2), in(3), y, n_out / Co, Co, static_cast<int>(shape(1).back()), op.act(), s);
+        break;
+      }
       if (p.lin[i]) {  // a 1x1 conv as a linear over B*H*W pixel rows: act(x W^T + b + residual)
         p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
         if (lt_needs_act_pass(op.act(), in(3)))
@@ -259,6 +287,10 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
     case OpKind::linear: {
       const int N = static_cast<int>(shape(1)[0]);
       const Act act = op.act();
+      if (p.small_lin[i] == SmallLinear::tile) {  // act and residual in the kernel
+        tile_linear(in(0), in(1), in(2), in(3), y, n_out / N, N, static_cast<int>(shape(1)[1]), act, s);
+        break;
+      }
       if (p.small_lin[i] != SmallLinear::none) {  // act and residual in the kernel
         small_linear(p.small_lin[i], in(0), in(1), in(2), in(3), y, n_out / N, N, static_cast<int>(shape(1)[1]), act,
                      half_, s);

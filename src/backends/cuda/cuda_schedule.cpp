@@ -271,7 +271,7 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   else if (p.lin[i])
     what = g_.ops[i].kind == graph::OpKind::conv2d ? "cuBLASLt linear (1x1 conv)" : "cuBLASLt linear";
   else if (p.small_lin[i] != SmallLinear::none)
-    what = "small linear";
+    what = std::string("own linear (") + small_linear_name(p.small_lin[i]) + ")";
   return "stream " + std::to_string(p.sched.stream[i + 1]) + ", " + what;
 }
 

@@ -100,12 +100,24 @@ void box_refine(const void* delta, const void* ref, void* y, int64_t n, bool hal
 // small_linear_kind says which one takes the shape and pointers (small_k first), none if neither;
 // small_linear throws when `kind` is not what small_linear_kind gives for its arguments.
 constexpr int kSmallLinearMaxK = 8, kSmallLinearMaxN = 8;
-enum class SmallLinear { none, small_k, small_n };
+// tile: the linear runs on tile_linear (below), chosen by the engine, not by small_linear_kind.
+enum class SmallLinear { none, small_k, small_n, tile };
 SmallLinear small_linear_kind(int64_t rows, int N, int K, bool half, const void* x, const void* w, const void* bias,
                               const void* res, const void* y);
 const char* small_linear_name(SmallLinear k);
 void small_linear(SmallLinear kind, const void* x, const void* w, const void* bias, const void* res, void* y,
                   int64_t rows, int N, int K, Act act, bool half, cudaStream_t s);
+
+// tile_linear.cu: y[rows,N] = act(x[rows,K] W[N,K]^T + bias (+ res[rows,N])), fp16 only, for the
+// latency-bound linears of a few hundred rows (tile_linear.cu says why). K a multiple of 64 up to
+// kTileLinearMaxK, N a multiple of 8; x, w, bias, res, y 16-byte aligned; bias and res may be
+// null; y may alias res, never x; any act; fp32 accumulation, one rounding at the store.
+// tile_linear throws when tile_linear_ok is false for its arguments.
+constexpr int kTileLinearMaxK = 1024;
+bool tile_linear_ok(int64_t rows, int N, int K, const void* x, const void* w, const void* bias, const void* res,
+                    const void* y);
+void tile_linear(const void* x, const void* w, const void* bias, const void* res, void* y, int64_t rows, int N, int K,
+                 Act act, cudaStream_t s);
 
 // pool.cu: NHWC pooling. pad never wins the max; avg divides by the in-bounds count.
 void max_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,

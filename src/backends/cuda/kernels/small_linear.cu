@@ -262,6 +262,7 @@ const char* small_linear_name(SmallLinear k) {
   switch (k) {
     case SmallLinear::small_k: return "small_k";
     case SmallLinear::small_n: return "small_n";
+    case SmallLinear::tile: return "tile";
     default: return "none";
   }
 }
