@@ -47,7 +47,7 @@ void check(const Case& c) {
   const void* res = c.res ? dr.get() : nullptr;
   void* y = c.in_place ? dr.get() : dy.get();
   ASSERT_TRUE(cuda::tile_linear_ok(c.rows, c.N, c.K, dx.get(), dw.get(), bias, res, y));
-  cuda::tile_linear(dx.get(), dw.get(), bias, res, y, c.rows, c.N, c.K, c.act, nullptr);
+  cuda::tile_linear(dx.get(), dw.get(), bias, res, y, c.rows, c.N, c.K, c.act, true, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto want = ref::linear(x, static_cast<int>(c.rows), c.K, w, c.N, b, c.res ? &r : nullptr, c.act);
   // One rounding of the output to fp16 (the sums are fp32 in another order than the host's).
@@ -97,7 +97,7 @@ TEST(CudaTileLinearRules, TakesOnlyTheShapesAndPointersItSupports) {
   EXPECT_FALSE(tile_linear_ok(300, 256, 256, a2, a, a, a, y));  // x misaligned
   EXPECT_FALSE(tile_linear_ok(300, 256, 256, a, a, a2, a, y));  // bias misaligned
   EXPECT_FALSE(tile_linear_ok(300, 256, 256, a, a, a, a2, y));  // res misaligned
-  EXPECT_THROW(cuda::tile_linear(a, a, a, a, y, 300, 256, 96, Act::none, nullptr), Error);
+  EXPECT_THROW(cuda::tile_linear(a, a, a, a, y, 300, 256, 96, Act::none, true, nullptr), Error);
 }
 
 // The r18vd-shaped model in fp16 at batch 2 (600 decoder rows, 800 AIFI rows) with the tile
@@ -117,9 +117,11 @@ TEST(CudaTileLinearEngine, R18vdFp16OnEqualsOff) {
   for (int k = 0; k < 2; ++k) {
     setenv("DETFORGE_CUDA_TILE_LINEAR", k == 0 ? "0" : "4096", 1);
     setenv("DETFORGE_CUDA_TILE_CONV", k == 0 ? "0" : "1", 1);
+    setenv("DETFORGE_CUDA_TILE_MAX_K", "1024", 1);
     auto eng = make_cuda_engine(lb.graph, eo);
     unsetenv("DETFORGE_CUDA_TILE_LINEAR");
     unsetenv("DETFORGE_CUDA_TILE_CONV");
+    unsetenv("DETFORGE_CUDA_TILE_MAX_K");
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
     ASSERT_NE(e, nullptr);
     const int tiles = e->small_linears(2, cuda::SmallLinear::tile);

@@ -94,6 +94,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   small_linear_ = env_int("DETFORGE_CUDA_SMALL_LINEAR", 1, 0, 2);
   tile_linear_rows_ = env_int("DETFORGE_CUDA_TILE_LINEAR", static_cast<int>(tile_linear_rows_), 0, 1 << 30);
   tile_conv_ = env_int("DETFORGE_CUDA_TILE_CONV", tile_conv_ ? 1 : 0, 0, 1) != 0;
+  tile_max_k_ = env_int("DETFORGE_CUDA_TILE_MAX_K", tile_max_k_, 64, kTileLinearMaxK);
+  tile_early_ = env_int("DETFORGE_CUDA_TILE_EARLY", tile_early_ ? 1 : 0, 0, 1) != 0;
   op_workspaces_ = env_int("DETFORGE_CUDA_OP_WORKSPACE", 0, 0, 1) != 0;
   graph_check_ = env_int("DETFORGE_CUDA_GRAPH_CHECK", 1, 0, 1) != 0;
   arena_guard_ = env_int("DETFORGE_CUDA_ARENA_GUARD", 0, 0, 1) ? kArenaGuardBytes : 0;

@@ -309,6 +309,11 @@ class CudaEngine : public Engine {
   // DETFORGE_CUDA_TILE_CONV=1: 1x1 convs (stride 1, no pad, residual before the activation) of at
   // most tile_linear_rows_ pixels run on tile_linear too.
   bool tile_conv_ = false;
+  // DETFORGE_CUDA_TILE_MAX_K: larger K stays on cuBLASLt (K = 1024, fc2: 4.7-5.1 us either way);
+  // DETFORGE_CUDA_TILE_EARLY=0: tile_linear launched without PDL (its blocks then do not wait on
+  // SMs for their producer, and do not fetch W meanwhile).
+  int tile_max_k_ = 512;
+  bool tile_early_ = true;
   bool conv_as_tile(size_t i, int batch);
   // DETFORGE_CUDA_LT_SM_TARGET=n (default 116, 0 = off): linears of 4096-16800 rows (r18vd's
   // 8400-row encoder heads at batch 1-2) ask cuBLASLt for plans on n SMs. Why: at batch 1 the

@@ -129,7 +129,7 @@ bool CudaEngine::conv_as_tile(size_t i, int batch) {
   if (s.kh != 1 || s.kw != 1 || s.stride != 1 || s.pad != 0 || s.Ho != s.H || s.Wo != s.W) return false;
   const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
   const bool res = op.inputs.size() > 3 && op.inputs[3] != graph::kNoTensor;
-  return rows <= tile_linear_rows_ &&
+  return rows <= tile_linear_rows_ && s.Ci <= tile_max_k_ &&
          tile_linear_ok(rows, s.Co, s.Ci, ptr(op.inputs[0]), ptr(op.inputs[1]),
                         op.inputs.size() > 2 ? ptr(op.inputs[2]) : nullptr, res ? ptr(op.inputs[3]) : nullptr,
                         ptr(op.outputs[0]));
@@ -209,7 +209,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       if (p.small_lin[i] == SmallLinear::small_n && small_linear_ < 2) p.small_lin[i] = SmallLinear::none;
       if (p.small_lin[i] != SmallLinear::none) return;
     }
-    if (half_ && rows <= tile_linear_rows_ &&
+    if (half_ && rows <= tile_linear_rows_ && K <= tile_max_k_ &&
         tile_linear_ok(rows, N, K, ptr(op.inputs[0]), ptr(op.inputs[1]), bias ? ptr(op.inputs[2]) : nullptr,
                        res ? ptr(op.inputs[3]) : nullptr, ptr(op.outputs[0]))) {
       p.small_lin[i] = SmallLinear::tile;  // own latency-bound GEMM (kernels/tile_linear.cu says why)
@@ -260,8 +260,8 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
         break;
       }
       if (p.small_lin[i] == SmallLinear::tile) {  // 1x1: x [B*H*W, Ci], w [Co, Ci], act(x w^T + b + res)
-        const int Co = static_cast<int>(oshape.back());
-        tile_linear(in(0), in(1), in(2), in(3), y, n_out / Co, Co, static_cast<int>(shape(1).back()), op.act(), s);
+        const ConvShape cs = conv_shape(i, B);
+        tile_linear(in(0), in(1), in(2), in(3), y, n_out / cs.Co, cs.Co, cs.Ci, op.act(), tile_early_, s);
         break;
       }
       if (p.lin[i]) {  // a 1x1 conv as a linear over B*H*W pixel rows: act(x W^T + b + residual)
@@ -288,7 +288,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       const int N = static_cast<int>(shape(1)[0]);
       const Act act = op.act();
       if (p.small_lin[i] == SmallLinear::tile) {  // act and residual in the kernel
-        tile_linear(in(0), in(1), in(2), in(3), y, n_out / N, N, static_cast<int>(shape(1)[1]), act, s);
+        tile_linear(in(0), in(1), in(2), in(3), y, n_out / N, N, static_cast<int>(shape(1)[1]), act, tile_early_, s);
         break;
       }
       if (p.small_lin[i] != SmallLinear::none) {  // act and residual in the kernel

@@ -116,8 +116,10 @@ void small_linear(SmallLinear kind, const void* x, const void* w, const void* bi
 constexpr int kTileLinearMaxK = 1024;
 bool tile_linear_ok(int64_t rows, int N, int K, const void* x, const void* w, const void* bias, const void* res,
                     const void* y);
+// early: under PDL the launch may start before its producer ends and fetches W meanwhile (its
+// blocks then wait on SMs); false: a plain launch.
 void tile_linear(const void* x, const void* w, const void* bias, const void* res, void* y, int64_t rows, int N, int K,
-                 Act act, cudaStream_t s);
+                 Act act, bool early, cudaStream_t s);
 
 // pool.cu: NHWC pooling. pad never wins the max; avg divides by the in-bounds count.
 void max_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
