@@ -37,8 +37,8 @@ size_t smem_bytes(int K) {
   return tiles > partials ? tiles : partials;
 }
 
-// CTA tile kBM x kBN (32 x 32, or 64 x 64 for N >= 1024: a 32 x 32 grid re-reads x once per 32
-// columns, 10 MB of L2 traffic for the decoder's fc1 against 5 MB). kLdc: fp32 pitch of the
+// CTA tile kBM x kBN (32 x 32, or 64 x 64 for N >= 1024 and K <= 512: a 32 x 32 grid re-reads x
+// once per 32 columns, 10 MB of L2 traffic for the decoder's fc1 against 5 MB). kLdc: fp32 pitch of the
 // partial tiles.
 template <int kBM, int kBN>
 __global__ void __launch_bounds__(kThreads)
@@ -162,7 +162,7 @@ void tile_linear(const void* x, const void* w, const void* bias, const void* res
     throw Error("tile_linear: unsupported rows " + std::to_string(rows) + ", N " + std::to_string(N) + ", K " +
                 std::to_string(K) + " or pointers (16-byte aligned, K a multiple of 64 up to " +
                 std::to_string(kTileLinearMaxK) + ", N of 8)");
-  if (N >= 1024)
+  if (N >= 1024 && K <= 512)  // 64 x 64 at K 1024 would need 264 KiB of smem (the H200 allows 227)
     launch_tile<64, 64>(x, w, bias, res, y, rows, N, K, act, early, s);
   else
     launch_tile<32, 32>(x, w, bias, res, y, rows, N, K, act, early, s);
