@@ -304,7 +304,10 @@ class CudaEngine : public Engine {
   // instead of cuBLASLt, 2 also those with N <= 8 (build_op_plan).
   int small_linear_ = 1;
   // DETFORGE_CUDA_TILE_LINEAR=n: fp16 linears of at most n rows (batch x tokens) on
-  // kernels/tile_linear.cu instead of cuBLASLt; 0 none.
+  // kernels/tile_linear.cu instead of cuBLASLt; 0 (default) none. Measured slower (H200 b1, one
+  // command, tenth session): 0.6950-0.7068 ms against 0.6830/0.6853 for the defaults in every
+  // setting tried (the 45 linears and 1x1 convs it took: 176 -> 228 us in the per-op profile).
+  // Kept with its tests for the next try at the decoder's ~3.5 us linears (NOTES.md v13).
   int64_t tile_linear_rows_ = 0;
   // DETFORGE_CUDA_TILE_CONV=1: 1x1 convs (stride 1, no pad, residual before the activation) of at
   // most tile_linear_rows_ pixels run on tile_linear too.
@@ -332,7 +335,8 @@ class CudaEngine : public Engine {
   // forward on 1-3 of 16 batch-1 inputs in every run (4 runs, graph check off; 0 with 0 in the
   // same command, eighth session): cuBLASLt GEMMs overlapping the fused convs meet the same
   // race as overlapping fused convs (conv_handles_). That race was the early-start edges (NOTES.md
-  // v12); with them made full and convs free to overlap, modes 1-3 are not measured yet.
+  // v12); with them made full and convs free to overlap, mode 1 measured equal (b1 0.6843 vs
+  // 0.6835 ms, tenth session), so it stays off.
   int conv_linear_ = 0;
   bool conv_as_linear(size_t i) const;       // cuda_ops.cpp
   bool feeds_only_residuals(size_t i) const;  // op i's output is only other convs' residual input
@@ -340,7 +344,8 @@ class CudaEngine : public Engine {
   // (r18vd: backbone stages 1-3's shortcut, the avg-pool folded 2x2/2 conv) runs on our own
   // implicit-GEMM kernel (the fastest variant that matches cuDNN's output), even when slower than
   // cuDNN. Why: it is off the dependency chain, and as an own kernel it leaves the ordered fused
-  // convs (conv_handles_), so it overlaps the chain instead of waiting its turn in it.
+  // convs (conv_handles_), so it overlaps the chain instead of waiting its turn in it. Since the
+  // convs overlap freely (ninth session) that reason is gone: b1 0.6995 vs 0.6835 ms, off.
   bool offchain_own_ = false;
   bool row_mlp_ = false;   // DETFORGE_CUDA_ROW_MLP=1: linear chains as row_mlp (fp16; slower, NOTES.md v7)
   std::vector<graph::RowChain> row_chains_;

@@ -15,6 +15,11 @@
 //    griddepcontrol.wait, so they arrive while the producer of x is still finishing.
 // The rows beyond M are zero-filled, so any M works; batch 32 (9,600 rows) stays on cuBLASLt
 // (the engine's row limit).
+// Measured (H200, eager per-op CUPTI, tenth session): not faster. 300 x 256 x 256 took 3.4-4.3 us
+// against nvjet's 3.2-3.7, the N = 1024 fc1 7.6 against 4.0, and the engine at batch 1 was
+// 1.7-3.5 % slower with it (bench/results/h200/ab-2026-12-04-session10/). So it is off by default
+// (DETFORGE_CUDA_TILE_LINEAR). What was not tried: fewer, deeper K stages per warp (each warp
+// waits for its whole slice before its first mma), and 2 CTAs per cluster sharing W.
 #include <string>
 
 #include "backends/cuda/kernels/common.cuh"
