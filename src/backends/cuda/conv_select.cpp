@@ -13,15 +13,15 @@
 namespace detforge::cuda {
 
 namespace {
-
 constexpr int kWarmup = 3, kReps = 20;
+}  // namespace
 
 // GPU time per call as the captured forward sees it: kReps calls captured into one CUDA graph
 // and replayed, so the host-side cost of a library call (cuDNN frontend execute, cuBLASLt
 // matmul: more than a plain launch, and never paid inside the engine's graph) is not counted.
 // Timing them back to back from the host made the libraries look slower than they are and chose
 // own kernels that were slower in the graph (bench/results/h200/ab-2026-12-02-own-conv).
-double time_us(const std::function<void()>& f, cudaStream_t s) {
+double graph_time_us(const std::function<void()>& f, cudaStream_t s) {
   for (int i = 0; i < kWarmup; ++i) f();  // eager first: libraries load kernels lazily
   DF_CUDA(cudaStreamSynchronize(s));
   cudaGraph_t g = nullptr;
@@ -54,7 +54,7 @@ double time_us(const std::function<void()>& f, cudaStream_t s) {
   return ms * 1e3 / (3 * kReps);
 }
 
-void fill_random(void* p, size_t n, uint32_t seed, cudaStream_t s) {
+void fill_random_half(void* p, size_t n, uint32_t seed, cudaStream_t s) {
   std::vector<uint16_t> h(n);
   for (auto& v : h) {
     seed = seed * 1664525u + 1013904223u;
@@ -64,22 +64,20 @@ void fill_random(void* p, size_t n, uint32_t seed, cudaStream_t s) {
   DF_CUDA(cudaStreamSynchronize(s));
 }
 
-std::vector<uint16_t> download(const void* p, size_t n, cudaStream_t s) {
+std::vector<uint16_t> download_half(const void* p, size_t n, cudaStream_t s) {
   std::vector<uint16_t> h(n);
   DF_CUDA(cudaMemcpyAsync(h.data(), p, n * 2, cudaMemcpyDeviceToHost, s));
   DF_CUDA(cudaStreamSynchronize(s));
   return h;
 }
 
-bool same(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+bool halves_close(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
   for (size_t i = 0; i < a.size(); ++i) {
     const float x = fp16_to_fp32(a[i]), y = fp16_to_fp32(b[i]);
     if (!(std::fabs(x - y) <= 2e-2f * std::max(1.f, std::fabs(y)))) return false;
   }
   return true;
 }
-
-}  // namespace
 
 OwnConvMode own_conv_mode_from_env() {
   const char* v = std::getenv("DETFORGE_CUDA_OWN_CONV");
@@ -100,25 +98,25 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
     if (conv_igemm_supported(s, v) && conv_igemm_workspace(s, v) <= b.ws_bytes) variants.push_back(v);
   if (variants.empty() || (!have_ref && mode != OwnConvMode::force)) return c;
   const size_t nx = static_cast<size_t>(s.B) * s.H * s.W * s.Ci, ny = static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co;
-  fill_random(b.x, nx, 12345u, b.stream);
-  if (b.res) fill_random(b.res, ny, 777u, b.stream);
+  fill_random_half(b.x, nx, 12345u, b.stream);
+  if (b.res) fill_random_half(b.res, ny, 777u, b.stream);
   std::vector<uint16_t> ref;
   c.library_us = 1e30;
   if (have_ref) {
-    c.library_us = time_us(reference, b.stream);
-    ref = download(b.y, ny, b.stream);
+    c.library_us = graph_time_us(reference, b.stream);
+    ref = download_half(b.y, ny, b.stream);
   }
   c.chosen_us = mode == OwnConvMode::force ? 1e30 : c.library_us;
   for (int v : variants) {
     std::function<void()> run = [&] { conv_igemm(b.x, b.w, b.bias, b.res, b.y, s, act, v, b.ws, b.stream); };
     double us = 0;
     try {
-      us = time_us(run, b.stream);
+      us = graph_time_us(run, b.stream);
     } catch (const Error&) {
       continue;  // a variant that refuses these pointers (alignment) is simply not a candidate
     }
     if (us >= c.chosen_us) continue;
-    if (have_ref && !same(download(b.y, ny, b.stream), ref)) continue;  // never trade correctness for speed
+    if (have_ref && !halves_close(download_half(b.y, ny, b.stream), ref)) continue;  // never trade correctness for speed
     c.chosen_us = us;
     c.variant = v;
     c.name = conv_igemm_variant_name(v);

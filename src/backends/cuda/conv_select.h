@@ -8,8 +8,10 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/cudnn_fused_conv.h"
@@ -41,6 +43,15 @@ struct ConvChoice {
   double library_us = 0, chosen_us = 0;
   std::string name;  // chosen implementation ("library" or the own variant's name)
 };
+
+// GPU time per call of f as a captured forward sees it: 20 calls captured into one CUDA graph and
+// replayed (the host-side cost of a library call is not counted). Synchronises s.
+double graph_time_us(const std::function<void()>& f, cudaStream_t s);
+// n fp16 values in [-1, 1) from seed into device memory p; synchronises s.
+void fill_random_half(void* p, size_t n, uint32_t seed, cudaStream_t s);
+std::vector<uint16_t> download_half(const void* p, size_t n, cudaStream_t s);
+// Element by element, |a - b| <= 2e-2 * max(1, |b|) (fp16 values).
+bool halves_close(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b);
 
 // `reference` runs the library kernel (cuDNN's fused conv, or cuBLASLt for a linear seen as a
 // 1x1 convolution) on the same buffers; it may be empty (no fused plan): then an own variant is

@@ -73,6 +73,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
+  conv_tune_graph_ = env_int("DETFORGE_CUDA_CONV_TUNE_GRAPH", conv_tune_graph_, 0, 64);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   share_conv_plans_ = env_int("DETFORGE_CUDA_SHARE_CONV_PLANS", 0, 0, 1) != 0;
   conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", conv_handles_, 0, 9);  // cuda_engine.h says why 0

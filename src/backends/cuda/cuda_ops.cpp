@@ -99,7 +99,11 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
   auto it = fused_cache_.find(plan_key);
   if (it == fused_cache_.end()) {
     const ConvBuffers cb = op_buffers(op, bias, res);
-    const ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
+    ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
+    if (conv_tune_graph_ > 0 && static_cast<int64_t>(s.B) * s.Ho * s.Wo <= kConvTuneGraphMaxPixels) {
+      tune.max_plans = conv_tune_graph_;  // cuda_engine.h at conv_tune_graph_ says why
+      tune.in_graph = true;
+    }
     std::unique_ptr<FusedConv> fc;
     if (conv_ws0_) fc = make_fused_conv(h, s, bias, res, op.act(), 0, why, &tune, nullptr, op.res_after_act());
     if (!fc)

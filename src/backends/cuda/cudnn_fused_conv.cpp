@@ -3,9 +3,11 @@
 #ifdef DETFORGE_HAVE_CUDNN_FRONTEND
 #include <cudnn_frontend.h>
 
+#include <cstdio>
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cuda/conv_select.h"
 #include "backends/cuda/cuda_check.h"
 #endif
 
@@ -26,6 +28,17 @@ class FrontendConv : public FusedConv {
   cudnnHandle_t h = nullptr;
   std::string name;
   bool rtc = false, lt = false;
+  int64_t plan = -1;  // >= 0: the plan index chosen in the graph (ConvTune::in_graph); -1: cuDNN's candidate
+
+  std::unordered_map<int64_t, void*> pack(const void* x, const void* w, const void* bias, const void* residual,
+                                          void* y) const {
+    std::unordered_map<int64_t, void*> p = {{X->get_uid(), const_cast<void*>(x)},
+                                            {W->get_uid(), const_cast<void*>(w)},
+                                            {Y->get_uid(), y}};
+    if (B) p[B->get_uid()] = const_cast<void*>(bias);
+    if (R) p[R->get_uid()] = const_cast<void*>(residual);
+    return p;
+  }
 
   size_t workspace_bytes() const override { return static_cast<size_t>(ws); }
   const std::string& plan_name() const override { return name; }
@@ -33,13 +46,9 @@ class FrontendConv : public FusedConv {
   bool uses_cublaslt() const override { return lt; }
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* wsp,
            cudaStream_t s) const override {
-    std::unordered_map<int64_t, void*> pack = {{X->get_uid(), const_cast<void*>(x)},
-                                               {W->get_uid(), const_cast<void*>(w)},
-                                               {Y->get_uid(), y}};
-    if (B) pack[B->get_uid()] = const_cast<void*>(bias);
-    if (R) pack[R->get_uid()] = const_cast<void*>(residual);
+    auto vp = pack(x, w, bias, residual, y);
     if (cudnnSetStream(h, s) != CUDNN_STATUS_SUCCESS) throw Error("cudnnSetStream failed");
-    auto st = graph.execute(h, pack, wsp);
+    auto st = plan >= 0 ? graph.execute_plan_at_index(h, vp, wsp, plan) : graph.execute(h, vp, wsp);
     if (!st.is_good()) throw Error("cuDNN graph execute failed: " + st.get_message());
   }
 };
@@ -50,6 +59,54 @@ TensorPtr nhwc(fe::graph::Graph& g, const char* name, int64_t n, int64_t c, int6
                       .set_dim({n, c, h, w})
                       .set_stride({c * h * w, 1, c * w, c})
                       .set_data_type(fe::DataType_t::HALF));
+}
+
+// ConvTune::in_graph: builds up to t.max_plans of the listed plans, times each inside a captured
+// graph and returns the index to run (-1 when none could be built). *report: "<us> vs <us>".
+int64_t tune_in_graph(FrontendConv& c, const ConvShape& s, const ConvTune& t, size_t ws_limit, std::string* report) {
+  auto& g = c.graph;
+  std::vector<int64_t> built;
+  for (int64_t i = 0; i < g.get_execution_plan_count() && static_cast<int>(built.size()) < t.max_plans; ++i) {
+    int64_t ws = 0;
+    if (g.build_plan_at_index(i).is_good() && g.get_workspace_size_plan_at_index(i, ws).is_good() &&
+        ws <= static_cast<int64_t>(ws_limit))
+      built.push_back(i);
+  }
+  if (built.size() < 2) {
+    if (!built.empty()) *report = "graph-tuned over 1 plan";
+    return built.empty() ? -1 : built[0];
+  }
+  const size_t nx = static_cast<size_t>(s.B) * s.H * s.W * s.Ci, ny = static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co;
+  fill_random_half(const_cast<void*>(t.x), nx, 12345u, t.stream);
+  if (c.R) fill_random_half(const_cast<void*>(t.residual), ny, 777u, t.stream);
+  auto vp = c.pack(t.x, t.w, t.bias, t.residual, t.y);
+  if (cudnnSetStream(c.h, t.stream) != CUDNN_STATUS_SUCCESS) throw Error("cudnnSetStream failed");
+  auto run = [&](int64_t i) {
+    return [&, i] {
+      auto st = g.execute_plan_at_index(c.h, vp, t.ws, i);
+      if (!st.is_good()) throw Error("cuDNN plan " + std::to_string(i) + ": " + st.get_message());
+    };
+  };
+  const double first_us = graph_time_us(run(built[0]), t.stream);
+  const auto ref = download_half(t.y, ny, t.stream);
+  int64_t best = built[0];
+  double best_us = first_us;
+  for (size_t k = 1; k < built.size(); ++k) {
+    double us = 0;
+    try {
+      us = graph_time_us(run(built[k]), t.stream);
+    } catch (const Error&) {
+      continue;  // a plan that fails to run on these buffers is not a candidate
+    }
+    if (us >= 0.98 * best_us) continue;
+    if (!halves_close(download_half(t.y, ny, t.stream), ref)) continue;  // never trade correctness for speed
+    best = built[k];
+    best_us = us;
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "graph-tuned over %zu plans: %.2f us, first %.2f us", built.size(), best_us, first_us);
+  *report = buf;
+  return best;
 }
 
 }  // namespace
@@ -115,14 +172,20 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
   };
   g.deselect_workspace_greater_than(static_cast<int64_t>(ws_limit));
   if (!ok(g.validate(), "validate") || !ok(g.build_operation_graph(h), "build_operation_graph") ||
-      !ok(g.create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans"))
+      !ok(g.create_execution_plans(tune && tune->in_graph && tune->max_plans > 0
+                                       ? std::vector<fe::HeurMode_t>{fe::HeurMode_t::A, fe::HeurMode_t::B}
+                                       : std::vector<fe::HeurMode_t>{fe::HeurMode_t::A}),
+          "create_execution_plans"))
     return nullptr;
   // A replayed graph must give the same bits (tests/gpu/test_cuda_determinism.cpp); plans that
   // cuDNN marks non-deterministic reduce partial sums through atomics.
   if (conv_plans_deterministic()) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
   if (!ok(g.check_support(), "check_support")) return nullptr;
   bool tuned = false;
-  if (tune && tune->max_plans > 0) {
+  std::string tune_report;
+  if (tune && tune->in_graph && tune->max_plans > 0) {
+    c->plan = tune_in_graph(*c, s, *tune, ws_limit, &tune_report);
+  } else if (tune && tune->max_plans > 0) {
     // Measured on the H200 (fp16, batch 1): the heuristic's first plan is not always the
     // fastest for the small-spatial convs of r18vd; timing a few candidates is cheap next to
     // the NVRTC compile of each runtime-fusion plan, which is what max_plans bounds.
@@ -140,16 +203,19 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
         tuned = true;
     }
   }
-  if (!tuned && !ok(g.build_plans(), "build_plans")) return nullptr;
-  if (!g.get_plan_name(c->name).is_good()) c->name = "?";
+  const bool at = c->plan >= 0;  // a plan index of tune_in_graph, not cuDNN's candidate
+  if (!at && !tuned && !ok(g.build_plans(), "build_plans")) return nullptr;
+  if (!(at ? g.get_plan_name_at_index(c->plan, c->name) : g.get_plan_name(c->name)).is_good()) c->name = "?";
+  if (!tune_report.empty()) c->name += " (" + tune_report + ")";
   if (plan_name) *plan_name = c->name + (tuned ? " (tuned)" : "");
   std::vector<fe::BehaviorNote_t> notes;
-  if (g.get_behavior_notes(notes).is_good())
+  if ((at ? g.get_behavior_notes_for_plan_at_index(c->plan, notes) : g.get_behavior_notes(notes)).is_good())
     for (auto n : notes) {
       c->rtc = c->rtc || n == fe::BehaviorNote_t::RUNTIME_COMPILATION;
       c->lt = c->lt || n == fe::BehaviorNote_t::CUBLASLT_DEPENDENCY;
     }
-  if (!ok(g.get_workspace_size(c->ws), "get_workspace_size")) return nullptr;
+  if (!ok(at ? g.get_workspace_size_plan_at_index(c->plan, c->ws) : g.get_workspace_size(c->ws), "get_workspace_size"))
+    return nullptr;
   if (static_cast<size_t>(c->ws) > ws_limit) {
     *why = "workspace " + std::to_string(c->ws) + " bytes above the limit";
     return nullptr;

@@ -32,12 +32,19 @@ class FusedConv {
 // Autotuning: with max_plans > 0, the first max_plans of cuDNN's heuristic (mode A) plans are
 // built and timed on these device buffers (contents are irrelevant to the time) and the
 // fastest is kept; otherwise the heuristic's first supported plan is used.
+// in_graph: the candidates are heuristic modes A and B's plans (B adds engines A does not list),
+// each timed inside a captured graph (conv_select.h, graph_time_us) on random x and residual
+// written into these buffers, and one is taken over the first only when at least 2 % faster and
+// its output matches the first's (halves_close). Why: cuDNN's own autotune times each plan from
+// the host, where the frontend's per-call host work counts for the small convs of r18vd (5-16 us
+// at batch 1), and CONV_TUNE=4 measured no faster (NOTES.md v9).
 struct ConvTune {
   int max_plans = 0;
   const void *x = nullptr, *w = nullptr, *bias = nullptr, *residual = nullptr;
   void* y = nullptr;
   void* ws = nullptr;
   cudaStream_t stream = nullptr;
+  bool in_graph = false;
 };
 
 // nullptr when unavailable (no frontend, unsupported pattern, or workspace above ws_limit);
