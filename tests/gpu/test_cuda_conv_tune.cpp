@@ -1,8 +1,8 @@
 // DETFORGE_CUDA_CONV_TUNE_GRAPH (cudnn_fused_conv.cpp, tune_in_graph): the r18vd-shaped model in
-// fp16 at batch 1 with each small conv's plan chosen by in-graph timing among heuristic modes A
+// fp16 at batch 1 with each fused conv's plan chosen by in-graph timing among heuristic modes A
 // and B, against the default engine (the heuristic's first plan). Plans differ in summation order
-// only, so outputs agree to the fp16 tolerance of CudaSmallLinearEngine; every conv the rule takes
-// reports its timing, and no conv above the pixel limit is tuned.
+// only, so outputs agree to the fp16 tolerance of CudaSmallLinearEngine; every fused conv reports
+// its timing.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -44,13 +44,11 @@ TEST(CudaConvTuneGraph, R18vdTunedPlansKeepTheOutputs) {
       ++tuned;
       if (k == 1) std::printf("%s: %s\n", lb.graph.ops[i].name.c_str(), what.c_str());
     }
-    // r18vd at batch 1: every conv from backbone stage 1 on (80x80 and below) and the whole CCFM
-    // has at most 6,400 output pixels; the stem and stage 0 (160x160 and up) have more.
+    // Every fused conv goes through the in-graph timing (its report names how many plans it
+    // built); a conv for which none of the K plans builds would fall back to cuDNN's candidate.
     if (k == 0) EXPECT_EQ(tuned, 0);
-    if (k == 1) {
-      EXPECT_GE(tuned, 30) << "of " << fused << " fused convs";
-      EXPECT_LT(tuned, fused);
-    }
+    if (k == 1) EXPECT_GE(tuned, fused - 2) << "of " << fused << " fused convs";
+    EXPECT_GE(fused, 40);
     std::printf("tune in graph %s: %d of %d fused convs tuned; graph check %s\n", k ? "on" : "off", tuned, fused,
                 e->graph_check(1).c_str());
     out[k] = e->run(px.data(), 1);

@@ -290,13 +290,12 @@ class CudaEngine : public Engine {
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
   // DETFORGE_CUDA_CONV_TUNE_GRAPH=K (0 = off, the default; not yet run on a GPU): each fused conv
-  // with at most kConvTuneGraphMaxPixels output pixels (B*Ho*Wo) is run on the fastest of up to K
-  // plans of cuDNN's heuristic modes A and B, timed inside a captured graph (ConvTune::in_graph).
-  // Why: at batch 1 the 20x20 and 40x40 convs run at 70-130 TFLOP/s on plans that do not split K
-  // (`segment_k_off`): stage 3's 3x3s take 12-16 us with 32 CTAs over a 4608-long K, and the
-  // host-timed CONV_TUNE was never better (NOTES.md v13).
+  // runs on the fastest of up to K plans of cuDNN's heuristic modes A and B, timed inside a
+  // captured graph (ConvTune::in_graph). Why: at batch 1 the 20x20 and 40x40 convs run at 70-130
+  // TFLOP/s on plans that do not split K (`segment_k_off`; stage 3's 3x3s take 12-16 us with 32
+  // CTAs over a 4608-long K), the stem's C = 32 convs at ~110-230 TFLOP/s on sm80 kernels (34 us
+  // for two), and the host-timed CONV_TUNE was never better (NOTES.md v13).
   int conv_tune_graph_ = 0;
-  static constexpr int64_t kConvTuneGraphMaxPixels = 6400;
   // DETFORGE_CUDA_CONV_WS0=1: fused convs take a plan without workspace when cuDNN has one. Some
   // plans with workspace clear it with a memset node first, and the graph idles ~12 us after it
   // (H200 CUPTI timeline, fp16 batch 1: the 32->64 stem conv). Off: the gap goes, but the plans

@@ -100,7 +100,7 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
   if (it == fused_cache_.end()) {
     const ConvBuffers cb = op_buffers(op, bias, res);
     ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
-    if (conv_tune_graph_ > 0 && static_cast<int64_t>(s.B) * s.Ho * s.Wo <= kConvTuneGraphMaxPixels) {
+    if (conv_tune_graph_ > 0) {
       tune.max_plans = conv_tune_graph_;  // cuda_engine.h at conv_tune_graph_ says why
       tune.in_graph = true;
     }
