@@ -4,12 +4,12 @@
 // only, so outputs agree to the fp16 tolerance of CudaSmallLinearEngine; every fused conv reports
 // its timing.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_engine.h"
 #include "detforge/types.h"
+#include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
 #include "r18_bundle.h"
@@ -24,14 +24,9 @@ TEST(CudaConvTuneGraph, R18vdTunedPlansKeepTheOutputs) {
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]), 0, 1, 5);
-  EngineOptions eo;
-  eo.max_batch = 1;
-  eo.precision = "fp16";
   std::vector<HostTensor> out[2];
   for (int k = 0; k < 2; ++k) {
-    if (k == 1) setenv("DETFORGE_CUDA_CONV_TUNE_GRAPH", "4", 1);
-    auto eng = make_cuda_engine(lb.graph, eo);
-    unsetenv("DETFORGE_CUDA_CONV_TUNE_GRAPH");
+    auto eng = fp16_engine(lb.graph, 1, {k == 1 ? "DETFORGE_CUDA_CONV_TUNE_GRAPH=4" : ""});
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
     ASSERT_NE(e, nullptr);
     EXPECT_TRUE(e->graph_captured(1));

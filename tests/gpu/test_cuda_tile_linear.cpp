@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/kernels/kernels.h"
+#include "engine_settings.h"
 #include "detforge/types.h"
 #include "gpu_test_util.h"
 #include "host_ref.h"
@@ -108,20 +108,12 @@ TEST(CudaTileLinearEngine, R18vdFp16OnEqualsOff) {
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
-  std::vector<float> px = random_vec(per * 2, 0, 1, 11);
-  EngineOptions eo;
-  eo.max_batch = 2;
-  eo.precision = "fp16";
+  std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 11);
   std::vector<HostTensor> out[2];
   for (int k = 0; k < 2; ++k) {
-    setenv("DETFORGE_CUDA_TILE_LINEAR", k == 0 ? "0" : "4096", 1);
-    setenv("DETFORGE_CUDA_TILE_CONV", k == 0 ? "0" : "1", 1);
-    setenv("DETFORGE_CUDA_TILE_MAX_K", "1024", 1);
-    auto eng = make_cuda_engine(lb.graph, eo);
-    unsetenv("DETFORGE_CUDA_TILE_LINEAR");
-    unsetenv("DETFORGE_CUDA_TILE_CONV");
-    unsetenv("DETFORGE_CUDA_TILE_MAX_K");
+    auto eng = fp16_engine(lb.graph, 2,
+                           {k == 0 ? "DETFORGE_CUDA_TILE_LINEAR=0"
+                                   : "DETFORGE_CUDA_TILE_LINEAR=4096 DETFORGE_CUDA_TILE_CONV=1 DETFORGE_CUDA_TILE_MAX_K=1024"});
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
     ASSERT_NE(e, nullptr);
     const int tiles = e->small_linears(2, cuda::SmallLinear::tile);
