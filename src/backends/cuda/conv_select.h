@@ -47,11 +47,17 @@ struct ConvChoice {
 // GPU time per call of f as a captured forward sees it: 20 calls captured into one CUDA graph and
 // replayed (the host-side cost of a library call is not counted). Synchronises s.
 double graph_time_us(const std::function<void()>& f, cudaStream_t s);
-// n fp16 values in [-1, 1) from seed into device memory p; synchronises s.
-void fill_random_half(void* p, size_t n, uint32_t seed, cudaStream_t s);
 std::vector<uint16_t> download_half(const void* p, size_t n, cudaStream_t s);
 // Element by element, |a - b| <= 2e-2 * max(1, |b|) (fp16 values).
 bool halves_close(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b);
+// Random fp16 values in [-1, 1) (fixed seeds) in a conv's input x and, when given, its residual,
+// for timing candidates on real buffers; returns the output's element count. Synchronises st.
+size_t randomize_conv_inputs(const ConvShape& s, void* x, void* res, cudaStream_t st);
+// The candidate to take among `runs` (each writes the same output y): the fastest whose
+// graph_time_us is below margin * *best_us (which it then lowers) and whose output matches `ref`
+// (halves_close; no check when ref is empty). -1 when none beats *best_us. Synchronises st.
+int fastest_matching(const std::vector<std::function<void()>>& runs, const std::vector<uint16_t>& ref, const void* y,
+                     cudaStream_t st, double margin, double* best_us);
 
 // `reference` runs the library kernel (cuDNN's fused conv, or cuBLASLt for a linear seen as a
 // 1x1 convolution) on the same buffers; it may be empty (no fused plan): then an own variant is

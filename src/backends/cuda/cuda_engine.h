@@ -325,6 +325,9 @@ class CudaEngine : public Engine {
   int tile_max_k_ = 512;
   bool tile_early_ = true;
   bool conv_as_tile(size_t i, int batch);
+  // The linear (or 1x1 conv) op, seen as rows x K -> N, runs on tile_linear: fp16, the row and K
+  // limits above and tile_linear_ok on its buffers.
+  bool tile_takes(const graph::Op& op, int64_t rows, int N, int K) const;
   // DETFORGE_CUDA_LT_SM_TARGET=n (default 116, 0 = off): linears of 4096-16800 rows (r18vd's
   // 8400-row encoder heads at batch 1-2) ask cuBLASLt for plans on n SMs. Why: at batch 1 the
   // bbox head filled all 132 SMs, and the top-k select (one CTA needing a whole SM) waited ~7 us

@@ -126,17 +126,20 @@ bool CudaEngine::conv_as_linear(size_t i) const {
   return conv_linear_ >= 2 && feeds_only_residuals(i);
 }
 
+bool CudaEngine::tile_takes(const graph::Op& op, int64_t rows, int N, int K) const {
+  auto in = [&](size_t k) {
+    return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor ? ptr(op.inputs[k]) : nullptr;
+  };
+  return half_ && rows <= tile_linear_rows_ && K <= tile_max_k_ &&
+         tile_linear_ok(rows, N, K, in(0), in(1), in(2), in(3), ptr(op.outputs[0]));
+}
+
 bool CudaEngine::conv_as_tile(size_t i, int batch) {
   const graph::Op& op = g_.ops[i];
-  if (!half_ || !tile_conv_ || op.res_after_act()) return false;
+  if (!tile_conv_ || op.res_after_act()) return false;
   const ConvShape s = conv_shape(i, batch);
   if (s.kh != 1 || s.kw != 1 || s.stride != 1 || s.pad != 0 || s.Ho != s.H || s.Wo != s.W) return false;
-  const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
-  const bool res = op.inputs.size() > 3 && op.inputs[3] != graph::kNoTensor;
-  return rows <= tile_linear_rows_ && s.Ci <= tile_max_k_ &&
-         tile_linear_ok(rows, s.Co, s.Ci, ptr(op.inputs[0]), ptr(op.inputs[1]),
-                        op.inputs.size() > 2 ? ptr(op.inputs[2]) : nullptr, res ? ptr(op.inputs[3]) : nullptr,
-                        ptr(op.outputs[0]));
+  return tile_takes(op, static_cast<int64_t>(s.B) * s.H * s.W, s.Co, s.Ci);
 }
 
 bool CudaEngine::feeds_only_residuals(size_t i) const {
@@ -213,9 +216,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       if (p.small_lin[i] == SmallLinear::small_n && small_linear_ < 2) p.small_lin[i] = SmallLinear::none;
       if (p.small_lin[i] != SmallLinear::none) return;
     }
-    if (half_ && rows <= tile_linear_rows_ && K <= tile_max_k_ &&
-        tile_linear_ok(rows, N, K, ptr(op.inputs[0]), ptr(op.inputs[1]), bias ? ptr(op.inputs[2]) : nullptr,
-                       res ? ptr(op.inputs[3]) : nullptr, ptr(op.outputs[0]))) {
+    if (tile_takes(op, rows, N, K)) {
       p.small_lin[i] = SmallLinear::tile;  // own latency-bound GEMM (kernels/tile_linear.cu says why)
       return;
     }

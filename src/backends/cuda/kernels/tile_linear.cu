@@ -75,13 +75,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncwarp();
 
   // The warp's kBM x kBN partial tile: MI row blocks of 16 x NI column blocks of 8.
-  float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) acc[mi][ni][j] = 0.f;
+  float acc[MI][NI][4] = {};
   for (int kk = 0; kk < ks; kk += 16) {
     uint32_t af[MI][4], bf[NI / 2][4];
 #pragma unroll
