@@ -397,6 +397,7 @@ PassStats optimize(Graph& g) {
   if (!skipped("post_activation_adds")) s.fused_post_activation_adds = fuse_post_activation_adds(g);
   if (!skipped("merge_qk_projections")) s.merged_qk_projections = merge_qk_projections(g);
   if (!skipped("merge_deform_projections")) s.merged_deform_projections = merge_deform_projections(g);
+  if (!skipped("distribute_adds")) s.distributed_adds = distribute_adds_into_linears(g);
   s.removed_ops = eliminate_dead_code(g);
   g.validate();
   return s;

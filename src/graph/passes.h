@@ -1,7 +1,8 @@
 // Graph rewrites, run in this order by optimize(): fold BatchNorm into the preceding conv, fold
 // an average pool into the 1x1 conv after it (ResNet-vd shortcut), fuse residual adds and activations into conv/linear epilogues and adds into LayerNorm, fold a 1x1
 // conv into its parallel kxk conv (RepVGG), merge attention q/k projections and deformable
-// attention offset/weight projections, drop dead ops (the intermediate class heads), then
+// attention offset/weight projections, distribute the decoder's position adds into the linears
+// that read them, drop dead ops (the intermediate class heads), then
 // compact the tensor table.
 #pragma once
 #include <string>
@@ -26,6 +27,7 @@ struct PassStats {
   int folded_parallel_convs = 0;
   int merged_qk_projections = 0;
   int merged_deform_projections = 0;
+  int distributed_adds = 0;
   int removed_ops = 0;
 };
 
@@ -76,11 +78,19 @@ int merge_qk_projections(Graph& g);
 // second on another stream starting ~2.6 us into the first and ending 2.8-4.0 us after it; the
 // ms_deform_attn waited for both. Not yet measured merged.
 int merge_deform_projections(Graph& g);
+// add(a, P(r)) with P a linear without residual or activation, and every reader of the sum a
+// linear L without residual reading it as input (the decoder's queries + query_pos_head): each L
+// becomes two linears, L(a) = W_L a (zero bias) and L_P(r) = (W_L W_P) r + W_L b_P + b_L (the fold
+// in double, rounded once); the one whose operand is ready later (path_costs) runs in L's place
+// with the other as its residual, and the other runs right after its operand's producer. The add
+// goes; P goes once nothing else reads it. Runs after the q/k and deformable merges. r18vd: 6 adds
+// (2 per decoder layer), 3 position linears. Skip name: distribute_adds.
+int distribute_adds_into_linears(Graph& g);
 // Removes ops whose outputs reach no graph output, and unreferenced tensors.
 int eliminate_dead_code(Graph& g);
 
 // Runs the passes above. DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections,
-// merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds leaves those optional
+// merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds,distribute_adds leaves those optional
 // passes out (A/B runs);
 // residual_on_long_branch there makes fuse_residual_adds choose without path costs.
 PassStats optimize(Graph& g);

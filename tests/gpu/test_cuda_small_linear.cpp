@@ -159,9 +159,13 @@ void r18vd_on_equals_off(const char* precision) {
   EXPECT_EQ(want_n, 6);
   std::vector<HostTensor> out[2];
   for (int k = 0; k < 2; ++k) {
+    // The box steps (on by default) would take the bbox heads' last layers and the
+    // query_pos_head first layers: this test is about the separate kernels.
     setenv("DETFORGE_CUDA_SMALL_LINEAR", k == 0 ? "0" : "2", 1);
+    setenv("DETFORGE_CUDA_BOX_STEP", "0", 1);
     auto eng = make_cuda_engine(lb.graph, eo);
     unsetenv("DETFORGE_CUDA_SMALL_LINEAR");
+    unsetenv("DETFORGE_CUDA_BOX_STEP");
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
     ASSERT_NE(e, nullptr);
     for (int b = 1; b <= 2; ++b) {

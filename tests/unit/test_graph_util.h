@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -51,5 +53,22 @@ inline void expect_same_cpu_outputs(const graph::Graph& want_g, const graph::Gra
     for (size_t i = 0; i < want[o].data.size(); ++i) EXPECT_NEAR(got[o].data[i], want[o].data[i], tol) << o << ":" << i;
   }
 }
+
+// Sets an environment variable for one scope, restoring what was there before.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 }  // namespace detforge::test

@@ -85,6 +85,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 1, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
+  box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
   // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
   // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR: 0 all
@@ -171,6 +172,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   }
   upload_weights(g);
   setup_row_chains();
+  setup_box_steps();
   plan_memory();
   find_stem_op();
 
@@ -454,6 +456,7 @@ int CudaEngine::small_linears(int batch, SmallLinear kind) {
     if (k == SmallLinear::none || (kind != SmallLinear::none && k != kind)) continue;
     const int c = chain_of_.empty() ? -1 : chain_of_[i];
     if (c >= 0 && p.chain_on[c]) continue;  // runs inside the chain's row_mlp launch
+    if (!box_step_of_.empty() && box_step_of_[i] >= 0) continue;  // inside a box_step launch
     ++n;
   }
   return n;

@@ -94,6 +94,12 @@ class CudaEngine : public Engine {
   // Linear chains (graph/row_chains.h) that run as one row_mlp launch at `batch`, of those found.
   int row_chains_fused(int batch);
   int row_chains_found() const { return static_cast<int>(row_chains_.size()); }
+  // The decoder's box steps (cuda_box_steps.cpp): ops of the bbox head's last linear, its
+  // box_refine and the next linear reading the boxes (-1 for none), run as one box_step launch.
+  struct BoxStep {
+    int linear = -1, refine = -1, next = -1;
+  };
+  int box_steps() const { return static_cast<int>(box_steps_.size()); }
   // Streams the captured graph of `batch` spreads its ops over (1 = sequential), and how many
   // cross-stream waits that takes.
   int graph_streams(int batch);
@@ -238,6 +244,12 @@ class CudaEngine : public Engine {
   void plan_row_chains(BatchPlan& p, int batch);
   bool launch_row_chain(size_t i, const BatchPlan& p, int batch, cudaStream_t s);
   bool writes_nothing(size_t i, const BatchPlan& p) const;  // absorbed into a later op's launch
+  // cuda_box_steps.cpp: find the box steps and put their ops next to each other (constructor,
+  // after setup_row_chains, before plan_memory); launch_box_step() is true when op i is part of
+  // one (the launch sits at its last op; the others launch nothing).
+  void setup_box_steps();
+  bool launch_box_step(size_t i, int batch, cudaStream_t s);
+  bool absorbed_in_box_step(size_t i) const;
   void build_op_plan(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
   ConvShape conv_shape(size_t i, int batch) const;        // cuda_ops.cpp
   // The op's buffers (at load: scratch the selection may fill) and stream_'s workspace.
@@ -363,6 +375,13 @@ class CudaEngine : public Engine {
   // by op: tensors its launch reads beyond its inputs (a chain's input and the last linear's
   // residual, read at the chain's last op): kept live and ordered by plan_memory and schedule.
   std::vector<std::vector<graph::TensorId>> extra_reads_;
+  // by op: tensors its launch writes beyond its outputs (a box step's refined boxes, written at
+  // the step's last op): every later reader is ordered after it by schedule.
+  std::vector<std::vector<graph::TensorId>> extra_writes_;
+  // DETFORGE_CUDA_BOX_STEP (default 1): the decoder's box steps as one launch each.
+  bool box_step_on_ = true;
+  std::vector<BoxStep> box_steps_;
+  std::vector<int> box_step_of_;  // by op: the box step it belongs to, -1
   int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1: on
   std::string precision_;
   std::string first_nonfinite_;

@@ -245,6 +245,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
 void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* ws) {
   const graph::Op& op = g_.ops[i];
   if (launch_row_chain(i, p, B, s)) return;
+  if (launch_box_step(i, B, s)) return;
   auto in = [&](size_t k) -> void* {
     return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor ? ptr(op.inputs[k]) : nullptr;
   };

@@ -33,6 +33,7 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     for (auto t : op.inputs)
       if (t != graph::kNoTensor && !slots_[slots_[t].root].is_const) acc[i + 1].reads.push_back(range(t));
     for (auto t : extra_reads_[i]) acc[i + 1].reads.push_back(range(t));
+    for (auto t : extra_writes_[i]) acc[i + 1].writes.push_back(range(t));
     // A reshape only renames bytes: it reads its input so it follows the producer, writes nothing.
     if (op.kind != OpKind::reshape)
       for (auto t : op.outputs) acc[i + 1].writes.push_back(range(t));
@@ -261,7 +262,9 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   auto& p = plan(batch);
   if (i >= g_.ops.size()) throw Error("cuda backend: op index " + std::to_string(i) + " out of range");
   std::string what = graph::op_kind_name(g_.ops[i].kind);
-  if (p.own_conv[i] >= 0)
+  if (!box_step_of_.empty() && box_step_of_[i] >= 0)
+    what = absorbed_in_box_step(i) ? "in the box_step launch of a later op" : "own box_step";
+  else if (p.own_conv[i] >= 0)
     what = std::string("own conv ") + conv_igemm_variant_name(p.own_conv[i]);
   else if (p.fused[i])
     what = std::string("cuDNN fused conv ") + (p.fused[i]->runtime_compiled() ? "(compiled at run time) " : "") +

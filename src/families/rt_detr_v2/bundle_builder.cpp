@@ -82,6 +82,7 @@ BuildReport build_bundle(const BuildOptions& opt, const std::function<void(const
                              {"folded_parallel_convs", rep.passes.folded_parallel_convs},
                              {"merged_qk_projections", rep.passes.merged_qk_projections},
                              {"merged_deform_projections", rep.passes.merged_deform_projections},
+                             {"distributed_adds", rep.passes.distributed_adds},
                              {"removed_ops", rep.passes.removed_ops}}}}},
   };
   write_bundle_atomically(opt.output, header, {BundleSection("graph", graph_text), BundleSection("weights", ser.weights)});
