@@ -90,9 +90,9 @@ int distribute_adds_into_linears(Graph& g) {
         const Op P = g.ops[pi];
         const TensorId r_in = P.inputs[0];
         // The operand that is ready later runs in the reader's place; the other one's product
-        // becomes its residual, computed as soon as that operand exists (beside the long path).
+        // becomes its residual, computed beside the long path.
         const bool pos_late = cost_of(r_in) > cost_of(a);
-        std::vector<std::pair<int, Op>> early;  // (insert after op index, op)
+        std::vector<std::pair<int, Op>> early;  // (its reader's op index, op)
         for (int r : readers) {
           Op L = g.ops[r];
           const Folded f = fold(g, L, P);
@@ -115,20 +115,21 @@ int distribute_adds_into_linears(Graph& g) {
             late = linear_op(L.name, a, L.inputs[1], zero, L.outputs[0], act);
           }
           late.inputs.push_back(part);
-          early.emplace_back(prod[e.inputs[0]], std::move(e));
+          early.emplace_back(r, std::move(e));
           g.ops[r] = std::move(late);
         }
         // The add is dead now (all its readers rewritten); P too once nothing else reads it (DCE).
+        // Each early linear goes right before its reader. A backend that issues ops as soon as
+        // their inputs exist (the CUDA engine's asap_order) still starts it early, and where it
+        // becomes ready together with ops of the long path those come first: on the H200, early
+        // parts placed right after their operand's producer took the long path's stream and put
+        // a cross-stream wait on it (b1 timeline, ab-2026-12-04-session11 call 2).
         std::vector<Op> ops;
         ops.reserve(g.ops.size() + early.size());
-        auto emit_early_after = [&](int idx) {
-          for (auto& [at, op] : early)
-            if (at == idx) ops.push_back(std::move(op));
-        };
-        emit_early_after(-1);
         for (size_t j = 0; j < g.ops.size(); ++j) {
+          for (auto& [at, op] : early)
+            if (at == static_cast<int>(j)) ops.push_back(std::move(op));
           if (j != i) ops.push_back(std::move(g.ops[j]));
-          emit_early_after(static_cast<int>(j));
         }
         g.ops = std::move(ops);
         ++n;

@@ -82,7 +82,7 @@ int merge_deform_projections(Graph& g);
 // linear L without residual reading it as input (the decoder's queries + query_pos_head): each L
 // becomes two linears, L(a) = W_L a (zero bias) and L_P(r) = (W_L W_P) r + W_L b_P + b_L (the fold
 // in double, rounded once); the one whose operand is ready later (path_costs) runs in L's place
-// with the other as its residual, and the other runs right after its operand's producer. The add
+// with the other as its residual, and the other runs right before it in op order. The add
 // goes; P goes once nothing else reads it. Runs after the q/k and deformable merges. r18vd: 6 adds
 // (2 per decoder layer), 3 position linears. Skip name: distribute_adds.
 int distribute_adds_into_linears(Graph& g);

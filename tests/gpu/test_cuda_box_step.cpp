@@ -91,14 +91,16 @@ INSTANTIATE_TEST_SUITE_P(Storage, CudaBoxStep, ::testing::Values(false, true),
 TEST(CudaBoxStepRules, RefusesWhatItCannotRun) {
   const auto* a = reinterpret_cast<const void*>(uintptr_t{0x10000});
   const auto* a2 = reinterpret_cast<const void*>(uintptr_t{0x10002});
-  EXPECT_TRUE(cuda::box_step_supported(256, 512, true, a, a));
-  EXPECT_TRUE(cuda::box_step_supported(256, 0, true, a, nullptr));
-  EXPECT_TRUE(cuda::box_step_supported(4, 8, false, a, a));     // 4 floats: one pack
-  EXPECT_FALSE(cuda::box_step_supported(4, 8, true, a, a));     // 4 halves: 8 bytes
-  EXPECT_FALSE(cuda::box_step_supported(260, 512, true, a, a));  // 520-byte rows
-  EXPECT_FALSE(cuda::box_step_supported(256, 12, true, a, a));   // N1 not a multiple of 8
-  EXPECT_FALSE(cuda::box_step_supported(256, 512, true, a2, a));
-  EXPECT_FALSE(cuda::box_step_supported(256, 512, true, a, a2));
+  EXPECT_TRUE(cuda::box_step_supported(256, 512, true, a, a, a, a));
+  EXPECT_TRUE(cuda::box_step_supported(256, 0, true, a, nullptr, nullptr, nullptr));
+  EXPECT_TRUE(cuda::box_step_supported(4, 8, false, a, a, a, a));     // 4 floats: one pack
+  EXPECT_FALSE(cuda::box_step_supported(4, 8, true, a, a, a, a));     // 4 halves: 8 bytes
+  EXPECT_FALSE(cuda::box_step_supported(260, 512, true, a, a, a, a));  // 520-byte rows
+  EXPECT_FALSE(cuda::box_step_supported(256, 12, true, a, a, a, a));   // N1 not a multiple of 8
+  EXPECT_FALSE(cuda::box_step_supported(256, 512, true, a2, a, a, a));
+  EXPECT_FALSE(cuda::box_step_supported(256, 512, true, a, a2, a, a));
+  EXPECT_FALSE(cuda::box_step_supported(256, 512, true, a, a, a2, a));
+  EXPECT_FALSE(cuda::box_step_supported(256, 512, true, a, a, a, a2));
   cuda::BoxStepArgs bad;
   bad.x = a2;
   bad.K = 256;

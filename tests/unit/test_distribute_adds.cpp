@@ -1,7 +1,7 @@
 // distribute_adds_into_linears: on a hand-built graph with both cases of RT-DETR's decoder (the
 // position path ready later than the queries, and the queries later than the position path) the
 // rewrite computes what the adds did (CPU engine), the adds and the position linear go, and each
-// early linear sits right after its operand's producer; graphs that must stay alone do; on r18vd
+// early linear sits right before its reader; graphs that must stay alone do; on r18vd
 // the six position adds go.
 #include <gtest/gtest.h>
 
@@ -82,23 +82,26 @@ TEST(DistributeAdds, BothCasesComputeTheSameWithoutTheAdds) {
     EXPECT_NE(op.name, "pos.2") << "the position linear has no reader left";
   }
   // q and k: the position path (3 linears from x) is longer than h's (1), so they read r with
-  // folded weights and carry h's part, computed right after h.
-  const int hi = index_of(g, "h");
-  ASSERT_GE(hi, 0);
-  EXPECT_EQ(g.ops[hi + 1].name, "q(early part)");
-  EXPECT_EQ(g.ops[hi + 2].name, "k(early part)");
+  // folded weights and carry h's part, computed by a linear right before each.
   const int qi = index_of(g, "q(folded pos.2)");
-  ASSERT_GE(qi, 0);
+  ASSERT_GE(qi, 1);
+  EXPECT_EQ(g.ops[qi - 1].name, "q(early part)");
+  EXPECT_EQ(g.ops[qi - 1].inputs[0], g.ops[index_of(g, "h")].outputs[0]);
   const Op& qf = g.ops[qi];
   ASSERT_EQ(qf.inputs.size(), 4u);
   EXPECT_EQ(g.tensor(qf.inputs[1]).shape, (std::vector<int64_t>{kD, kR}));
-  EXPECT_EQ(qf.inputs[3], g.ops[hi + 1].outputs[0]);
-  EXPECT_EQ(g.ops[index_of(g, "k(folded pos.2)")].act(), graph::Act::relu);
-  // s2: t is six ops deep, r two: the position part runs early (right after pos.1), and the
-  // reader keeps its weights on t with a zero bias.
-  const int ri = index_of(g, "pos.1");
-  EXPECT_EQ(g.ops[ri + 1].name, "out(early part, folded pos.2)");
-  const Op& out = g.ops[index_of(g, "out")];
+  EXPECT_EQ(qf.inputs[3], g.ops[qi - 1].outputs[0]);
+  const int ki = index_of(g, "k(folded pos.2)");
+  ASSERT_GE(ki, 1);
+  EXPECT_EQ(g.ops[ki - 1].name, "k(early part)");
+  EXPECT_EQ(g.ops[ki].act(), graph::Act::relu);
+  // s2: t is six ops deep, r two: the position part is the early linear (reading pos.1's
+  // output), and the reader keeps its weights on t with a zero bias.
+  const int oi = index_of(g, "out");
+  ASSERT_GE(oi, 1);
+  EXPECT_EQ(g.ops[oi - 1].name, "out(early part, folded pos.2)");
+  EXPECT_EQ(g.ops[oi - 1].inputs[0], g.ops[index_of(g, "pos.1")].outputs[0]);
+  const Op& out = g.ops[oi];
   ASSERT_EQ(out.inputs.size(), 4u);
   for (float b : g.tensor(out.inputs[2]).data) EXPECT_EQ(b, 0.f);
   EXPECT_EQ(g.ops.size(), ref.ops.size());  // 2 adds and pos.2 gone, 3 early linears in

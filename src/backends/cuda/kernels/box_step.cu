@@ -36,15 +36,26 @@ __global__ void __launch_bounds__(kThreads)
                T* __restrict__ ref_out, const T* __restrict__ w1, const T* __restrict__ b1, T* __restrict__ y1,
                int64_t rows, int K, int N1, graph::Act act1) {
   constexpr int P = Pack<T>::N;
+  constexpr int WP = 32 / P;  // packs of W1 per 8 outputs (8 rows of 4)
+  constexpr int BP = 8 / P;   // packs of b1 per 8 outputs
   const int lane = threadIdx.x & 31;
   const int64_t row = (blockIdx.x * (int64_t)kThreads + threadIdx.x) >> 5;
-  // The weights are constants, never written by a kernel: the first chunk is fetched before the
-  // wait for the previous kernel, so it overlaps that kernel's tail.
-  Pack<T> wfirst[4];
+  // The weights are constants, never written by a kernel: the first chunk of W3 and this lane's
+  // first 8 rows of W1 and b1 are fetched before the wait for the previous kernel, so they
+  // overlap its tail. (v1 read W1 by scalar loads after the wait: 7.7-7.9 us per launch at
+  // batch 1, slower than the three kernels it replaced.)
+  Pack<T> wfirst[4], w1first[WP], b1first[BP];
   const bool first = lane * P < K;
   if (first)
 #pragma unroll
     for (int j = 0; j < 4; ++j) wfirst[j] = ldg_pack(w3 + (int64_t)j * K + lane * P);
+  const bool first1 = w1 && lane * 8 < N1;
+  if (first1) {
+#pragma unroll
+    for (int q = 0; q < WP; ++q) w1first[q] = ldg_pack(w1 + (int64_t)lane * 32 + q * P);
+#pragma unroll
+    for (int q = 0; q < BP; ++q) b1first[q] = ldg_pack(b1 + (int64_t)lane * 8 + q * P);
+  }
   pdl_wait_and_release();
   if (row >= rows) return;  // whole warps: rows are warp-uniform
   float s[4] = {0.f, 0.f, 0.f, 0.f};
@@ -68,31 +79,35 @@ __global__ void __launch_bounds__(kThreads)
   if (lane < 4) st(ref_out, row * 4 + lane, lane == 0 ? box[0] : lane == 1 ? box[1] : lane == 2 ? box[2] : box[3]);
   if (!w1) return;
   for (int o0 = lane * 8; o0 < N1; o0 += 32 * 8) {
-    T out[8];
+    Pack<T> wp[WP], bp[BP];
+#pragma unroll
+    for (int q = 0; q < WP; ++q) wp[q] = o0 == lane * 8 ? w1first[q] : ldg_pack(w1 + (int64_t)o0 * 4 + q * P);
+#pragma unroll
+    for (int q = 0; q < BP; ++q) bp[q] = o0 == lane * 8 ? b1first[q] : ldg_pack(b1 + o0 + q * P);
+    Pack<T> out[BP];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const int o = o0 + e;
       float a = 0.f;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) a = fmaf(box[k], ld(w1, (int64_t)o * 4 + k), a);
-      st(out, e, act_f(act1, a + ld(b1, o)));
+      for (int k = 0; k < 4; ++k) a = fmaf(box[k], ld(wp[(e * 4 + k) / P].v, (e * 4 + k) % P), a);
+      st(out[e / P].v, e % P, act_f(act1, a + ld(bp[e / P].v, e % P)));
     }
-    const Pack<T>* src = reinterpret_cast<const Pack<T>*>(out);
     Pack<T>* dst = reinterpret_cast<Pack<T>*>(y1 + row * N1 + o0);
 #pragma unroll
-    for (int q = 0; q < 8 / P; ++q) dst[q] = src[q];
+    for (int q = 0; q < BP; ++q) dst[q] = out[q];
   }
 }
 
 }  // namespace
 
-bool box_step_supported(int K, int N1, bool half, const void* x, const void* y1) {
+bool box_step_supported(int K, int N1, bool half, const void* x, const void* y1, const void* w1, const void* b1) {
   const int P = half ? 8 : 4;
-  return K > 0 && K % P == 0 && aligned16(x) && (N1 == 0 || (N1 % 8 == 0 && aligned16(y1)));
+  return K > 0 && K % P == 0 && aligned16(x) &&
+         (N1 == 0 || (N1 % 8 == 0 && aligned16(y1) && aligned16(w1) && aligned16(b1)));
 }
 
 void box_step(const BoxStepArgs& a, bool half, cudaStream_t s) {
-  if (!box_step_supported(a.K, a.w1 ? a.N1 : 0, half, a.x, a.y1))
+  if (!box_step_supported(a.K, a.w1 ? a.N1 : 0, half, a.x, a.y1, a.w1, a.b1))
     throw Error("box_step: unsupported shape or alignment (K " + std::to_string(a.K) + ", N1 " + std::to_string(a.N1) +
                 ")");
   const unsigned blocks = blocks_for(a.rows * 32, kThreads);

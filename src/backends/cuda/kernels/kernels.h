@@ -96,7 +96,7 @@ void box_refine(const void* delta, const void* ref, void* y, int64_t n, bool hal
 // box_step.cu: per row of x[rows,K], delta = x W3^T + b3 (W3 [4,K]), ref_out = box_refine(delta,
 // ref_in), and when w1 is set y1[rows,N1] = act1(ref_out W1^T + b1) (W1 [N1,4]); the rounding of
 // the unfused linear, box_refine and linear ops. Needs box_step_supported (K a multiple of 16
-// bytes, N1 of 8, x and y1 16-byte aligned); box_step throws otherwise.
+// bytes, N1 of 8, x, y1, w1 and b1 16-byte aligned); box_step throws otherwise.
 struct BoxStepArgs {
   const void *x = nullptr, *w3 = nullptr, *b3 = nullptr, *ref_in = nullptr;
   void* ref_out = nullptr;
@@ -106,7 +106,7 @@ struct BoxStepArgs {
   int K = 0, N1 = 0;
   graph::Act act1 = graph::Act::none;
 };
-bool box_step_supported(int K, int N1, bool half, const void* x, const void* y1);
+bool box_step_supported(int K, int N1, bool half, const void* x, const void* y1, const void* w1, const void* b1);
 void box_step(const BoxStepArgs& a, bool half, cudaStream_t s);
 
 // small_linear.cu: y[rows,N] = act(x[rows,K] W[N,K]^T + bias (+ res[rows,N])), for the linears
