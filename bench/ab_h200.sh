@@ -12,8 +12,8 @@
 #   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_STEM, DETFORGE_CUDA_PDL (0 = plain
 #   launches, 1 = PDL, 2 = PDL on same-stream edges only), DETFORGE_CUDA_ASAP,
 #   DETFORGE_CUDA_CONV_WS0, DETFORGE_CUDA_SMALL_LINEAR, DETFORGE_CUDA_CONV_HANDLES, and the rest of
-#   the README's settings paragraph, and DETFORGE_SKIP_PASSES (graph passes left out when building
-#   that variant's bundle).
+#   the README's settings paragraph, DETFORGE_SKIP_PASSES (graph passes left out when building
+#   that variant's bundle) and DETFORGE_EXTRA_PASSES (off-by-default passes run for it).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: bench/ab_h200.sh OUTDIR "name:VAR=value ..." ...}
@@ -28,7 +28,7 @@ for v in "$@"; do
   name=${v%%:*}
   envs=${v#*:}
   vb=$bundle
-  if [[ $envs == *DETFORGE_SKIP_PASSES=* ]]; then  # a graph-pass A/B: this variant's own bundle
+  if [[ $envs == *DETFORGE_SKIP_PASSES=* || $envs == *DETFORGE_EXTRA_PASSES=* ]]; then  # a graph-pass A/B: own bundle
     vb=/tmp/detforge_ab_$name.bundle
     env $envs "$cli" build "${CHECKPOINT:-$root/models/demo}" -o "$vb" | sed 's/^/   /' || exit 1
   fi

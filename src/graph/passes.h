@@ -1,8 +1,8 @@
 // Graph rewrites, run in this order by optimize(): fold BatchNorm into the preceding conv, fold
 // an average pool into the 1x1 conv after it (ResNet-vd shortcut), fuse residual adds and activations into conv/linear epilogues and adds into LayerNorm, fold a 1x1
 // conv into its parallel kxk conv (RepVGG), merge attention q/k projections and deformable
-// attention offset/weight projections, distribute the decoder's position adds into the linears
-// that read them, drop dead ops (the intermediate class heads), then
+// attention offset/weight projections, (opt-in) distribute the decoder's position adds into the
+// linears that read them, drop dead ops (the intermediate class heads), then
 // compact the tensor table.
 #pragma once
 #include <string>
@@ -84,15 +84,17 @@ int merge_deform_projections(Graph& g);
 // in double, rounded once); the one whose operand is ready later (path_costs) runs in L's place
 // with the other as its residual, and the other runs right before it in op order. The add
 // goes; P goes once nothing else reads it. Runs after the q/k and deformable merges. r18vd: 6 adds
-// (2 per decoder layer), 3 position linears. Skip name: distribute_adds.
+// (2 per decoder layer), 3 position linears. Off by default (not faster on the H200; passes.cpp
+// says why): DETFORGE_EXTRA_PASSES=distribute_adds runs it.
 int distribute_adds_into_linears(Graph& g);
 // Removes ops whose outputs reach no graph output, and unreferenced tensors.
 int eliminate_dead_code(Graph& g);
 
 // Runs the passes above. DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections,
-// merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds,distribute_adds leaves those optional
+// merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds leaves those optional
 // passes out (A/B runs);
 // residual_on_long_branch there makes fuse_residual_adds choose without path costs.
+// DETFORGE_EXTRA_PASSES=distribute_adds runs the passes that are off by default.
 PassStats optimize(Graph& g);
 
 }  // namespace detforge::graph

@@ -179,10 +179,9 @@ TEST(RowMlpLimits, RefusesWhatItCannotRun) {
   EXPECT_EQ(cuda::row_mlp_block_rows(a), 0);
 }
 
-// On the r18vd-shaped model, fp16: 16 chains (per decoder layer the bbox head and three linear +
-// LayerNorm; enc_output + LN, the encoder bbox head; AIFI's two linear + LN; query_pos_head is
-// no chain since distribute_adds_into_linears folded its second layer away); the 14 of at most
-// 4,224 rows run fused at batch 1 and 2 (enc_output and the encoder bbox head have
+// On the r18vd-shaped model, fp16: 19 chains (per decoder layer query_pos_head, bbox head,
+// three linear + LayerNorm; enc_output + LN, the encoder bbox head; AIFI's two linear + LN); the
+// 17 of at most 4,224 rows run fused at batch 1 and 2 (enc_output and the encoder bbox head have
 // 8,400 rows per image and stay with the library) and give the unfused engine's outputs up to
 // fp16 summation order.
 TEST(RowMlpEngine, R18vdFusedEqualsUnfused) {
@@ -201,9 +200,9 @@ TEST(RowMlpEngine, R18vdFusedEqualsUnfused) {
     auto eng = make_cuda_engine(lb.graph, eo);
     unsetenv("DETFORGE_CUDA_ROW_MLP");
     auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
-    EXPECT_EQ(e->row_chains_found(), k == 0 ? 0 : 16);
-    EXPECT_EQ(e->row_chains_fused(1), k == 0 ? 0 : 14);
-    EXPECT_EQ(e->row_chains_fused(2), k == 0 ? 0 : 14);
+    EXPECT_EQ(e->row_chains_found(), k == 0 ? 0 : 19);
+    EXPECT_EQ(e->row_chains_fused(1), k == 0 ? 0 : 17);
+    EXPECT_EQ(e->row_chains_fused(2), k == 0 ? 0 : 17);
     out[k] = e->run(px.data(), 2);
   }
   expect_r18vd_outputs_agree(out[0], out[1], 2, 0.01, "row_mlp fused vs unfused");

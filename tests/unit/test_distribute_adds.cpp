@@ -60,7 +60,9 @@ Graph make_graph(Variant v) {
   return g;
 }
 
+// optimize() with the pass opted in (it is off by default) and the passes in `skip` left out.
 graph::PassStats optimize_with(Graph& g, const char* skip) {
+  ScopedEnv extra("DETFORGE_EXTRA_PASSES", "distribute_adds");
   ScopedEnv env("DETFORGE_SKIP_PASSES", skip);
   return graph::optimize(g);
 }
@@ -138,6 +140,9 @@ TEST(DistributeAdds, R18vdDecoderPositionAddsGo) {
   Graph g = r18vd_unoptimized_graph(), skipped = r18vd_unoptimized_graph();
   EXPECT_EQ(optimize_with(g, "").distributed_adds, 6);
   EXPECT_EQ(optimize_with(skipped, "distribute_adds").distributed_adds, 0);
+  Graph plain = r18vd_unoptimized_graph();  // the default: not run
+  EXPECT_EQ(graph::optimize(plain).distributed_adds, 0);
+  EXPECT_EQ(plain.ops.size(), skipped.ops.size());
   EXPECT_EQ(g.ops.size() + 3, skipped.ops.size());
   int pos_adds = 0, folded = 0;
   auto decoder_pos_add = [](const Op& op) {

@@ -380,26 +380,20 @@ TEST(GraphPasses, DeformProjectionsThatDoNotQualifyStayApart) {
 
 // r18vd's three decoder layers each read their offsets and attention logits from two linears of
 // one input: three pairs merge, three ops fewer than with the pass skipped.
-// (distribute_adds is left out throughout: it gives each reader of a position add a second linear,
-// so unmerged projections would add ops of their own.)
 TEST(GraphPasses, R18vdMergesTheThreeDecoderOffsetAndWeightProjections) {
   Graph g = r18vd_unoptimized_graph(), skipped = r18vd_unoptimized_graph(), both = r18vd_unoptimized_graph();
-  graph::PassStats st;
-  {
-    ScopedEnv env("DETFORGE_SKIP_PASSES", "distribute_adds");
-    st = graph::optimize(g);
-  }
+  const auto st = graph::optimize(g);
   EXPECT_EQ(st.merged_deform_projections, 3);
   EXPECT_EQ(st.merged_qk_projections, 4);
   {
-    ScopedEnv env("DETFORGE_SKIP_PASSES", "merge_deform_projections,distribute_adds");
+    ScopedEnv env("DETFORGE_SKIP_PASSES", "merge_deform_projections");
     const auto sk = graph::optimize(skipped);
     EXPECT_EQ(sk.merged_deform_projections, 0);
     EXPECT_EQ(sk.merged_qk_projections, 4);
   }
   EXPECT_EQ(skipped.ops.size(), g.ops.size() + 3);
   {
-    ScopedEnv env("DETFORGE_SKIP_PASSES", "merge_qk_projections,merge_deform_projections,distribute_adds");
+    ScopedEnv env("DETFORGE_SKIP_PASSES", "merge_qk_projections,merge_deform_projections");
     const auto sk = graph::optimize(both);
     EXPECT_EQ(sk.merged_deform_projections + sk.merged_qk_projections, 0);
   }
