@@ -3,7 +3,8 @@
 // Why: at batch 1 fp16 on the H200 these ran as three kernels on the critical path, a cutlass
 // wmma GEMM of 3.5-3.9 us (a GEMM tile for an N of 4), box_refine 1.3 us and small_linear_smallk
 // 2.3 us, back to back between every two decoder layers (timeline of
-// bench/results/h200/ab-2026-12-04-session11, default_b1.json). Here a warp owns a row: its K
+// bench/results/h200/ab-2026-12-04-session11/call2/neither_b1.json). Together now 4.0-4.4 us
+// (call 3: b1 0.6780 -> 0.6708 ms). Here a warp owns a row: its K
 // inputs as 16-byte packs, four warp-reduced dot products, the refined box in registers, and the
 // N1 outputs 8 per lane. The stored values match the unfused ops' rounding: delta is rounded to
 // the storage type before the refinement (the linear stores it), the box before the next linear
