@@ -1,5 +1,6 @@
 #include "graph/op_order.h"
 
+#include <algorithm>
 #include <deque>
 #include <string>
 
@@ -74,6 +75,30 @@ std::function<bool(size_t, size_t)> dag_share_rule(const std::vector<BufferReque
       if (u >= 0 && !has_bit(anc[w], u)) return false;  // every u <= reqs[e].last < w
     return true;
   };
+}
+
+std::vector<char> critical_ops(const Graph& g, double slack) {
+  const size_t n = g.ops.size();
+  const std::vector<double> head = path_costs(g);  // longest path ending with op i, i included
+  const std::vector<int> producer = producers(g);
+  // own[i]: op i's own cost (head minus the longest of its producers' heads).
+  std::vector<double> own(n), tail(n, 0.0);  // tail: longest path starting with op i
+  for (size_t i = 0; i < n; ++i) {
+    double before = 0;
+    for (TensorId t : g.ops[i].inputs)
+      if (t != kNoTensor && producer[t] >= 0) before = std::max(before, head[producer[t]]);
+    own[i] = head[i] - before;
+  }
+  for (size_t k = n; k-- > 0;) {
+    tail[k] += own[k];
+    for (TensorId t : g.ops[k].inputs)
+      if (t != kNoTensor && producer[t] >= 0) tail[producer[t]] = std::max(tail[producer[t]], tail[k]);
+  }
+  double longest = 0;
+  for (size_t i = 0; i < n; ++i) longest = std::max(longest, head[i]);
+  std::vector<char> crit(n, 0);
+  for (size_t i = 0; i < n; ++i) crit[i] = head[i] + tail[i] - own[i] >= longest - slack;
+  return crit;
 }
 
 void reorder_ops(Graph& g, const std::vector<int>& order) {

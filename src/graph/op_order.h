@@ -21,6 +21,11 @@ std::vector<int> asap_order(const Graph& g);
 // throws detforge::Error otherwise).
 void reorder_ops(Graph& g, const std::vector<int>& order);
 
+// Ops on or near the longest path of the data DAG under path_costs' model (one unit per op plus
+// its GFLOP per image): 1 where the longest path through the op is within `slack` units of the
+// longest path of the graph. For the CUDA engine's node priorities (DETFORGE_CUDA_PRIORITY).
+std::vector<char> critical_ops(const Graph& g, double slack);
+
 // Data-dependency ancestors: bit i of result[j] (64 ops per word) is set when an output of op i
 // reaches op j through op inputs, plus `extra_reads[j]` (tensors op j reads beyond its inputs;
 // may be empty).

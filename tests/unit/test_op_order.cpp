@@ -61,6 +61,37 @@ TEST(OpOrder, AsapKeepsAChainAndTheOldOrderOfTies) {
   EXPECT_EQ(graph::asap_order(g), (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
+// late_independent_op: a b c v d with unit costs; the path a-b-c-d is 4 long, v-d is 2. With a
+// slack below 2 only v is off the path; a slack of 2 takes v in too.
+TEST(OpOrder, CriticalOpsAreThoseOnTheLongestPath) {
+  const auto g = late_independent_op();
+  EXPECT_EQ(graph::critical_ops(g, 1.0), (std::vector<char>{1, 1, 1, 0, 1}));
+  EXPECT_EQ(graph::critical_ops(g, 2.0), (std::vector<char>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(graph::critical_ops(g, 0.0), (std::vector<char>{1, 1, 1, 0, 1}));
+}
+
+// r18vd at the engine's slack (0.25): the backbone-to-decoder chain is critical; the decoder's
+// value projections (they read only the encoder memory, long before the decoder needs them) and
+// the backbone's shortcut convs (2x2 stride-2 after the pool fold, beside a 3x3 conv of 2.25x
+// their GFLOP) are not. Of the two encoder heads the model puts the 8400-row bbox MLP (3 GEMMs
+// of ~1 GFLOP) on the path, not the class head and top-k.
+TEST(OpOrder, CriticalOpsOnR18vd) {
+  const auto g = test::r18vd_graph();
+  const auto crit = graph::critical_ops(g, 0.25);
+  int n = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    n += crit[i];
+    const std::string& name = g.ops[i].name;
+    if (name.find("value_proj") != std::string::npos || name.find("shortcut") != std::string::npos)
+      EXPECT_FALSE(crit[i]) << name;
+    if (name.find("final_layer_norm") != std::string::npos || name.find("enc_bbox_head") != std::string::npos)
+      EXPECT_TRUE(crit[i]) << name;
+  }
+  std::printf("r18vd: %d of %zu ops critical\n", n, g.ops.size());
+  EXPECT_GT(n, static_cast<int>(g.ops.size()) / 4);
+  EXPECT_LT(n, static_cast<int>(g.ops.size()));
+}
+
 TEST(OpOrder, ReorderRejectsOrdersThatAreNotTopologicalOrPermutations) {
   auto g = late_independent_op();
   EXPECT_THROW(graph::reorder_ops(g, {1, 0, 2, 3, 4}), Error);  // b before a

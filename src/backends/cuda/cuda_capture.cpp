@@ -52,11 +52,13 @@ void CudaEngine::dump_graph(cudaGraph_t graph, int batch) {
 }
 
 void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
-  auto tracked_capture = [&] {  // with each op's nodes recorded when harden_edges needs them
-    p.track_nodes = full_edges_ == 1;
+  auto tracked_capture = [&] {  // with each op's nodes recorded when harden_edges or priorities need them
+    p.track_nodes = full_edges_ == 1 || priority_;
     p.node_sets.assign(g_.ops.size() + 1, {});
     cudaGraph_t g = capture(p, batch);
     p.track_nodes = false;
+    // Before the memset rewrite, which replaces some nodes (node_sets would name removed ones).
+    p.prioritized = priority_ && g && p.capture_error.empty() ? prioritize_critical_nodes(p) : 0;
     return g;
   };
   cudaGraph_t graph = tracked_capture();
@@ -76,7 +78,7 @@ void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
   p.edges_hardened = 0;
   if (p.capture_error.empty() && graph && full_edges_) p.edges_hardened = harden_edges(graph, p, full_edges_);
   if (p.capture_error.empty()) {
-    e = cudaGraphInstantiate(&p.exec, graph, 0);
+    e = cudaGraphInstantiate(&p.exec, graph, p.prioritized ? cudaGraphInstantiateFlagUseNodePriority : 0);
     if (e != cudaSuccess) p.capture_error = cudaGetErrorString(e);
     size_t n = 0;
     if (e == cudaSuccess && cudaGraphGetNodes(graph, nullptr, &n) == cudaSuccess) p.nodes = static_cast<int>(n);

@@ -86,6 +86,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
+  priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 1) != 0;
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
   // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
   // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR: 0 all
@@ -173,6 +174,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   upload_weights(g);
   setup_row_chains();
   setup_box_steps();
+  critical_ = graph::critical_ops(g_, 0.25);
   plan_memory();
   find_stem_op();
 
@@ -548,6 +550,10 @@ int CudaEngine::graph_streams(int batch) { return plan(batch).sched.streams; }
 int CudaEngine::graph_edges_hardened(int batch) {
   prepare(batch);
   return plan(batch).edges_hardened;
+}
+int CudaEngine::graph_prioritized(int batch) {
+  prepare(batch);
+  return plan(batch).prioritized;
 }
 int CudaEngine::graph_memsets_replaced(int batch) {
   prepare(batch);
