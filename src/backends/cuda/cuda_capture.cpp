@@ -58,7 +58,9 @@ void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
     cudaGraph_t g = capture(p, batch);
     p.track_nodes = false;
     // Before the memset rewrite, which replaces some nodes (node_sets would name removed ones).
-    p.prioritized = priority_ && g && p.capture_error.empty() ? prioritize_critical_nodes(p) : 0;
+    const PriorityCount pc = priority_ && g && p.capture_error.empty() ? prioritize_critical_nodes(p) : PriorityCount{};
+    p.prioritized = pc.set;
+    p.priority_refused = pc.refused;
     return g;
   };
   cudaGraph_t graph = tracked_capture();

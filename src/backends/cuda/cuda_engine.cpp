@@ -86,7 +86,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   own_conv_ = own_conv_mode_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
-  priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 1) != 0;
+  priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
   // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
   // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR: 0 all
@@ -385,6 +385,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     {
       const PdlOff same_stream_only(concurrent && pdl_mode_ == 2 && !sc.waits[i + 1].empty());
       const CaptureNodes track(concurrent && p.track_nodes ? stream_of(i + 1) : nullptr, p.node_sets, i + 1);
+      if (concurrent) set_capture_priority(i, stream_of(i + 1));
       launch_op(i, p, batch, stream_of(i + 1), !p.op_ws.empty() && p.op_ws[i] ? p.op_ws[i] : ws_of(i + 1));
     }
     // Before the op's event: a later writer of these bytes on another stream waits for the copy.
@@ -554,6 +555,10 @@ int CudaEngine::graph_edges_hardened(int batch) {
 int CudaEngine::graph_prioritized(int batch) {
   prepare(batch);
   return plan(batch).prioritized;
+}
+int CudaEngine::graph_priority_refused(int batch) {
+  prepare(batch);
+  return plan(batch).priority_refused;
 }
 int CudaEngine::graph_memsets_replaced(int batch) {
   prepare(batch);

@@ -104,7 +104,8 @@ class CudaEngine : public Engine {
   // cross-stream waits that takes.
   int graph_streams(int batch);
   int graph_edges_hardened(int batch);  // programmatic edges made full at capture (full_edges_)
-  int graph_prioritized(int batch);     // kernel nodes at the greatest priority (DETFORGE_CUDA_PRIORITY=1)
+  int graph_prioritized(int batch);     // kernel nodes at the greatest priority (DETFORGE_CUDA_PRIORITY)
+  int graph_priority_refused(int batch);  // kernel nodes of critical ops that did not take it
   int critical_op_count() const {
     int n = 0;
     for (char c : critical_) n += c;
@@ -205,7 +206,8 @@ class CudaEngine : public Engine {
     // entry's launches added during capture (node_sets[e]); cleared once that graph is destroyed.
     bool track_nodes = false;
     int edges_hardened = 0;  // harden_edges at the last capture
-    int prioritized = 0;     // kernel nodes given the greatest priority at the last capture
+    int prioritized = 0;       // kernel nodes at the greatest priority after the last capture
+    int priority_refused = 0;  // kernel nodes of critical ops that did not take it
     std::vector<std::vector<cudaGraphNode_t>> node_sets;
   };
   struct Slot {
@@ -231,9 +233,14 @@ class CudaEngine : public Engine {
   // capture), 2 all, 3 those of 1 whose upstream node is not on the same stream. Returns how
   // many. cuda_engine.h at full_edges_ says why.
   int harden_edges(cudaGraph_t graph, const BatchPlan& p, int mode);
-  // cuda_priority.cpp: the kernel nodes of critical_ ops (p.node_sets) at the device's greatest
-  // priority; returns how many nodes were set.
-  int prioritize_critical_nodes(const BatchPlan& p);
+  // cuda_priority.cpp (DETFORGE_CUDA_PRIORITY): mode 1 sets stream s's priority attribute for op
+  // i's launches during capture (greatest when critical_); prioritize_critical_nodes, after
+  // capture, sets (mode 2) and counts the kernel nodes of critical_ ops at the greatest priority.
+  struct PriorityCount {
+    int set = 0, refused = 0;  // kernel nodes of critical ops at the greatest priority, and not
+  };
+  void set_capture_priority(size_t i, cudaStream_t s);
+  PriorityCount prioritize_critical_nodes(const BatchPlan& p);
   // The graph nodes (p.node_sets) of ops that run a library kernel (runs_library_kernel).
   std::unordered_set<cudaGraphNode_t> library_nodes(const BatchPlan& p) const;
   // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
@@ -388,10 +395,11 @@ class CudaEngine : public Engine {
   // by op: tensors its launch writes beyond its outputs (a box step's refined boxes, written at
   // the step's last op): every later reader is ordered after it by schedule.
   std::vector<std::vector<graph::TensorId>> extra_writes_;
-  // DETFORGE_CUDA_PRIORITY=1: the kernels of ops on or near the longest path
-  // (graph::critical_ops, slack of a quarter unit) get the greatest graph-node priority, so that where
-  // an off-path GEMM and a path kernel wait for SMs together the path's blocks go first.
-  bool priority_ = false;
+  // DETFORGE_CUDA_PRIORITY (default 0, not yet timed): the kernels of ops on or near the longest
+  // path (graph::critical_ops, slack of a quarter unit) at the greatest priority, so that where an
+  // off-path GEMM and a path kernel wait for SMs together the path's blocks go first. 1: through
+  // the capturing stream's attribute; 2: set on the captured nodes (cuda_priority.cpp).
+  int priority_ = 0;
   std::vector<char> critical_;
   // DETFORGE_CUDA_BOX_STEP (default 1): the decoder's box steps as one launch each.
   bool box_step_on_ = true;
