@@ -73,6 +73,18 @@ int index_of(const Graph& g, const std::string& name) {
   return -1;
 }
 
+// The op named `late` comes right after the early linear `early`, which reads the output of the
+// op named `operand`; returns late's index (-1 after a failed expectation).
+int late_after_early(const Graph& g, const std::string& late, const std::string& early, const std::string& operand) {
+  const int li = index_of(g, late), oi = index_of(g, operand);
+  EXPECT_GE(li, 1) << late;
+  EXPECT_GE(oi, 0) << operand;
+  if (li < 1 || oi < 0) return -1;
+  EXPECT_EQ(g.ops[li - 1].name, early);
+  EXPECT_EQ(g.ops[li - 1].inputs[0], g.ops[oi].outputs[0]) << early << " reads " << operand;
+  return li;
+}
+
 TEST(DistributeAdds, BothCasesComputeTheSameWithoutTheAdds) {
   Graph ref = make_graph(Variant::both_cases), g = make_graph(Variant::both_cases);
   optimize_with(ref, "distribute_adds");
@@ -85,24 +97,19 @@ TEST(DistributeAdds, BothCasesComputeTheSameWithoutTheAdds) {
   }
   // q and k: the position path (3 linears from x) is longer than h's (1), so they read r with
   // folded weights and carry h's part, computed by a linear right before each.
-  const int qi = index_of(g, "q(folded pos.2)");
+  const int qi = late_after_early(g, "q(folded pos.2)", "q(early part)", "h");
   ASSERT_GE(qi, 1);
-  EXPECT_EQ(g.ops[qi - 1].name, "q(early part)");
-  EXPECT_EQ(g.ops[qi - 1].inputs[0], g.ops[index_of(g, "h")].outputs[0]);
   const Op& qf = g.ops[qi];
   ASSERT_EQ(qf.inputs.size(), 4u);
   EXPECT_EQ(g.tensor(qf.inputs[1]).shape, (std::vector<int64_t>{kD, kR}));
   EXPECT_EQ(qf.inputs[3], g.ops[qi - 1].outputs[0]);
-  const int ki = index_of(g, "k(folded pos.2)");
+  const int ki = late_after_early(g, "k(folded pos.2)", "k(early part)", "h");
   ASSERT_GE(ki, 1);
-  EXPECT_EQ(g.ops[ki - 1].name, "k(early part)");
   EXPECT_EQ(g.ops[ki].act(), graph::Act::relu);
   // s2: t is six ops deep, r two: the position part is the early linear (reading pos.1's
   // output), and the reader keeps its weights on t with a zero bias.
-  const int oi = index_of(g, "out");
+  const int oi = late_after_early(g, "out", "out(early part, folded pos.2)", "pos.1");
   ASSERT_GE(oi, 1);
-  EXPECT_EQ(g.ops[oi - 1].name, "out(early part, folded pos.2)");
-  EXPECT_EQ(g.ops[oi - 1].inputs[0], g.ops[index_of(g, "pos.1")].outputs[0]);
   const Op& out = g.ops[oi];
   ASSERT_EQ(out.inputs.size(), 4u);
   for (float b : g.tensor(out.inputs[2]).data) EXPECT_EQ(b, 0.f);
