@@ -106,6 +106,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   full_edges_ = env_int("DETFORGE_CUDA_FULL_EDGES", full_edges_, 0, 2);
   lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", lt_sm_target_, 0, 1024);
   conv_linear_ = env_int("DETFORGE_CUDA_CONV_LINEAR", conv_linear_, 0, 3);
+  conv_im2col_ = env_int("DETFORGE_CUDA_CONV_IM2COL", 0, 0, 1 << 30);
   offchain_own_ = env_int("DETFORGE_CUDA_OFFCHAIN_OWN", offchain_own_ ? 1 : 0, 0, 1) != 0;
   // Programmatic dependent launch of our own kernels (kernels/common.cuh): process-wide.
   // 1 (default): every launch of our kernels; 2: only ops that wait on no other stream; 0: off.
@@ -324,6 +325,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->own_conv.assign(g_.ops.size(), -1);
     np->lin.resize(g_.ops.size());
     np->small_lin.assign(g_.ops.size(), SmallLinear::none);
+    np->im2col.assign(g_.ops.size(), 0);
     np->conv_order = conv_handles_ >= 2 ? conv_handles_ : 0;
     np->max_streams = max_streams_;
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
@@ -446,7 +448,8 @@ std::string CudaEngine::conv_fusion_summary(int batch) {
          " fused in cuDNN (" + std::to_string(rtc) + " compiled at run time), " + std::to_string(p.n_unfused) +
          " with a separate epilogue" +
          (p.unfused_why.empty() ? "" : " (first reason: " + p.unfused_why + ")") + "; " +
-         std::to_string(p.n_conv_linear) + " 1x1 convs as cuBLASLt linears; " +
+         std::to_string(p.n_conv_linear) + " 1x1 convs as cuBLASLt linears, " + std::to_string(p.n_conv_im2col) +
+         " kxk convs as im2col + cuBLASLt; " +
          std::to_string(p.n_own_linear) + " linears on own implicit-GEMM kernels, " +
          std::to_string(small_linears(batch)) + " on own small-K/small-N kernels (" +
          std::to_string(small_linears(batch, SmallLinear::tile)) + " of them tile_linear)";

@@ -181,6 +181,8 @@ class CudaEngine : public Engine {
     std::vector<int> own_conv;  // by op index (conv2d, linear): conv_igemm variant, -1 = cuDNN / cuBLASLt
     int n_fused = 0, n_unfused = 0, n_own = 0, n_own_linear = 0;
     int n_conv_linear = 0;  // 1x1 convs run as cuBLASLt linears (conv_as_linear)
+    int n_conv_im2col = 0;  // kxk convs run as im2col + cuBLASLt (conv_as_im2col)
+    std::vector<char> im2col;  // by op index (conv2d): im2col + p.lin
     std::string unfused_why;  // first reason a conv was not fused
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
     std::vector<SmallLinear> small_lin;  // by op index (linear): own small-K/N kernel; none: lin / own_conv
@@ -377,7 +379,13 @@ class CudaEngine : public Engine {
   // v12); with them made full and convs free to overlap, mode 1 measured equal (b1 0.6843 vs
   // 0.6835 ms, tenth session), so it stays off.
   int conv_linear_ = 0;
+  // DETFORGE_CUDA_CONV_IM2COL=P (default 0 = off, not yet run on a GPU): fp16 kxk convs of at
+  // most P output pixels per forward (B*Ho*Wo) as im2col (kernels/im2col.cu) into the upper half
+  // of the op's workspace plus one cuBLASLt GEMM, which may split K. Why: cuDNN ran stage 3's
+  // 20x20 3x3 convs (M 400, N 512, K 4608) at 12-16 us with 32 CTAs, and had no better plan.
+  int conv_im2col_ = 0;
   bool conv_as_linear(size_t i) const;       // cuda_ops.cpp
+  bool conv_as_im2col(size_t i, int batch) const;  // cuda_ops.cpp (conv_im2col_)
   bool feeds_only_residuals(size_t i) const;  // op i's output is only other convs' residual input
   // DETFORGE_CUDA_OFFCHAIN_OWN=1: a non-1x1 conv whose output only feeds another conv's residual
   // (r18vd: backbone stages 1-3's shortcut, the avg-pool folded 2x2/2 conv) runs on our own

@@ -32,6 +32,20 @@ std::unique_ptr<LtLinear> lt_linear(cublasLtHandle_t h, int64_t rows, int N, int
   return std::make_unique<LtLinear>(h, static_cast<int>(rows), N, K, half, bias, lt_fuses_relu(act, res), res,
                                     std::min(kLtWorkspace, ws_limit), op_label(op), sm_target);
 }
+ConvGeom conv_geom(const ConvShape& s) {
+  ConvGeom g;
+  g.B = s.B;
+  g.H = s.H;
+  g.W = s.W;
+  g.Ci = s.Ci;
+  g.kh = s.kh;
+  g.kw = s.kw;
+  g.stride = s.stride;
+  g.pad = s.pad;
+  g.Ho = s.Ho;
+  g.Wo = s.Wo;
+  return g;
+}
 // y[rows, N] = x[rows, K] W[N, K]^T as a 1x1 convolution of one image of rows x 1 pixels.
 ConvShape linear_as_conv(int64_t rows, int N, int K) {
   ConvShape s;
@@ -126,6 +140,16 @@ bool CudaEngine::conv_as_linear(size_t i) const {
   return conv_linear_ >= 2 && feeds_only_residuals(i);
 }
 
+bool CudaEngine::conv_as_im2col(size_t i, int batch) const {
+  const graph::Op& op = g_.ops[i];
+  if (!half_ || !fuse_conv_ || conv_im2col_ == 0 || op.res_after_act() || static_cast<int>(i) == stem_op_) return false;
+  const ConvShape s = conv_shape(i, batch);
+  if (s.kh * s.kw == 1 || static_cast<int64_t>(s.B) * s.Ho * s.Wo > conv_im2col_) return false;
+  const ConvGeom g = conv_geom(s);
+  // The columns go above cuBLASLt's share of the workspace (kLtWorkspace).
+  return im2col_bytes(g, half_) <= workspace_bytes_ - kLtWorkspace && im2col_supported(g, half_, ptr(op.inputs[0]), workspace_);
+}
+
 bool CudaEngine::tile_takes(const graph::Op& op, int64_t rows, int N, int K) const {
   auto in = [&](size_t k) {
     return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor ? ptr(op.inputs[k]) : nullptr;
@@ -162,6 +186,13 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   if (op.kind == OpKind::conv2d) {
     const ConvShape s = conv_shape(i, batch);
     const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+    if (conv_as_im2col(i, batch)) {  // cuda_engine.h at conv_im2col_ says why
+      const int64_t rows = static_cast<int64_t>(s.B) * s.Ho * s.Wo;
+      p.lin[i] = lt_linear(lt_, rows, s.Co, s.kh * s.kw * s.Ci, half_, bias, op.act(), res, kLtWorkspace, op, 0);
+      p.im2col[i] = 1;
+      ++p.n_conv_im2col;
+      return;
+    }
     if (conv_as_linear(i)) {  // cuda_engine.h at conv_linear_ says why
       const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
       p.lin[i] = lt_linear(lt_, rows, s.Co, s.Ci, half_, bias, op.act(), res, workspace_bytes_, op, 0);
@@ -268,6 +299,14 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       if (p.small_lin[i] == SmallLinear::tile) {  // 1x1: x [B*H*W, Ci], w [Co, Ci], act(x w^T + b + res)
         const ConvShape cs = conv_shape(i, B);
         tile_linear(in(0), in(1), in(2), in(3), y, n_out / cs.Co, cs.Co, cs.Ci, op.act(), tile_early_, s);
+        break;
+      }
+      if (!p.im2col.empty() && p.im2col[i]) {  // kxk: columns [B*Ho*Wo, kh*kw*Ci], then act(cols W^T + b + residual)
+        void* cols = static_cast<char*>(ws) + kLtWorkspace;
+        im2col(in(0), cols, conv_geom(conv_shape(i, B)), half_, s);
+        p.lin[i]->run(cols, in(1), in(2), in(3), y, ws, s);
+        if (lt_needs_act_pass(op.act(), in(3)))
+          bias_act(y, nullptr, nullptr, y, n_out, static_cast<int>(oshape.back()), op.act(), half_, s);
         break;
       }
       if (p.lin[i]) {  // a 1x1 conv as a linear over B*H*W pixel rows: act(x W^T + b + residual)
