@@ -24,7 +24,7 @@ class CudaIm2col : public StorageParamTest {
   void check(int B, int H, int W, int Ci, int k, int stride, int pad) {
     SCOPED_TRACE(std::to_string(B) + "x" + std::to_string(H) + "x" + std::to_string(W) + "x" + std::to_string(Ci) +
                  " k" + std::to_string(k) + " s" + std::to_string(stride) + " p" + std::to_string(pad));
-    cuda::ConvGeom g;
+    cuda::ConvShape g;
     g.B = B, g.H = H, g.W = W, g.Ci = Ci, g.kh = g.kw = k, g.stride = stride, g.pad = pad;
     g.Ho = (H + 2 * pad - k) / stride + 1;
     g.Wo = (W + 2 * pad - k) / stride + 1;
@@ -64,7 +64,7 @@ TEST(CudaIm2colRules, RefusesWhatItCannotRun) {
   const auto* a = reinterpret_cast<const void*>(uintptr_t{0x10000});
   auto* y = reinterpret_cast<void*>(uintptr_t{0x20000});
   const auto* a2 = reinterpret_cast<const void*>(uintptr_t{0x10002});
-  cuda::ConvGeom g;
+  cuda::ConvShape g;
   g.H = g.W = g.Ho = g.Wo = 20;
   g.Ci = 512;
   g.kh = g.kw = 3;

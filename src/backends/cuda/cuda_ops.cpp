@@ -32,20 +32,6 @@ std::unique_ptr<LtLinear> lt_linear(cublasLtHandle_t h, int64_t rows, int N, int
   return std::make_unique<LtLinear>(h, static_cast<int>(rows), N, K, half, bias, lt_fuses_relu(act, res), res,
                                     std::min(kLtWorkspace, ws_limit), op_label(op), sm_target);
 }
-ConvGeom conv_geom(const ConvShape& s) {
-  ConvGeom g;
-  g.B = s.B;
-  g.H = s.H;
-  g.W = s.W;
-  g.Ci = s.Ci;
-  g.kh = s.kh;
-  g.kw = s.kw;
-  g.stride = s.stride;
-  g.pad = s.pad;
-  g.Ho = s.Ho;
-  g.Wo = s.Wo;
-  return g;
-}
 // y[rows, N] = x[rows, K] W[N, K]^T as a 1x1 convolution of one image of rows x 1 pixels.
 ConvShape linear_as_conv(int64_t rows, int N, int K) {
   ConvShape s;
@@ -145,9 +131,8 @@ bool CudaEngine::conv_as_im2col(size_t i, int batch) const {
   if (!half_ || !fuse_conv_ || conv_im2col_ == 0 || op.res_after_act() || static_cast<int>(i) == stem_op_) return false;
   const ConvShape s = conv_shape(i, batch);
   if (s.kh * s.kw == 1 || static_cast<int64_t>(s.B) * s.Ho * s.Wo > conv_im2col_) return false;
-  const ConvGeom g = conv_geom(s);
   // The columns go above cuBLASLt's share of the workspace (kLtWorkspace).
-  return im2col_bytes(g, half_) <= workspace_bytes_ - kLtWorkspace && im2col_supported(g, half_, ptr(op.inputs[0]), workspace_);
+  return im2col_bytes(s, half_) <= workspace_bytes_ - kLtWorkspace && im2col_supported(s, half_, ptr(op.inputs[0]), workspace_);
 }
 
 bool CudaEngine::tile_takes(const graph::Op& op, int64_t rows, int N, int K) const {
@@ -303,7 +288,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       }
       if (!p.im2col.empty() && p.im2col[i]) {  // kxk: columns [B*Ho*Wo, kh*kw*Ci], then act(cols W^T + b + residual)
         void* cols = static_cast<char*>(ws) + kLtWorkspace;
-        im2col(in(0), cols, conv_geom(conv_shape(i, B)), half_, s);
+        im2col(in(0), cols, conv_shape(i, B), half_, s);
         p.lin[i]->run(cols, in(1), in(2), in(3), y, ws, s);
         if (lt_needs_act_pass(op.act(), in(3)))
           bias_act(y, nullptr, nullptr, y, n_out, static_cast<int>(oshape.back()), op.act(), half_, s);

@@ -12,7 +12,7 @@ namespace detforge::cuda {
 namespace {
 
 template <class T>
-__global__ void im2col_k(const Pack<T>* __restrict__ x, Pack<T>* __restrict__ y, ConvGeom g, int64_t chunks) {
+__global__ void im2col_k(const Pack<T>* __restrict__ x, Pack<T>* __restrict__ y, ConvShape g, int64_t chunks) {
   pdl_wait_and_release();
   const int cp = g.Ci / Pack<T>::N;  // 16-byte chunks per pixel
   const int64_t row_chunks = (int64_t)g.kh * g.kw * cp;
@@ -38,17 +38,17 @@ __global__ void im2col_k(const Pack<T>* __restrict__ x, Pack<T>* __restrict__ y,
 
 }  // namespace
 
-bool im2col_supported(const ConvGeom& g, bool half, const void* x, const void* y) {
+bool im2col_supported(const ConvShape& g, bool half, const void* x, const void* y) {
   const int P = half ? 8 : 4;
   return g.B > 0 && g.Ci > 0 && g.Ci % P == 0 && g.kh > 0 && g.kw > 0 && g.stride > 0 && g.pad >= 0 && g.Ho > 0 &&
          g.Wo > 0 && aligned16(x) && aligned16(y);
 }
 
-size_t im2col_bytes(const ConvGeom& g, bool half) {
+size_t im2col_bytes(const ConvShape& g, bool half) {
   return static_cast<size_t>(g.B) * g.Ho * g.Wo * g.kh * g.kw * g.Ci * (half ? 2 : 4);
 }
 
-void im2col(const void* x, void* y, const ConvGeom& g, bool half, cudaStream_t s) {
+void im2col(const void* x, void* y, const ConvShape& g, bool half, cudaStream_t s) {
   if (!im2col_supported(g, half, x, y)) throw Error("im2col: unsupported geometry or alignment");
   const int64_t chunks = static_cast<int64_t>(im2col_bytes(g, half) / 16);
   DF_DISPATCH(half, T,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cudnn_conv.h"
 #include "graph/ir.h"
 
 namespace detforge::cuda {
@@ -94,14 +95,11 @@ void gather_rows(const void* x, const int32_t* idx, void* y, int B, int L, int K
 void box_refine(const void* delta, const void* ref, void* y, int64_t n, bool half, cudaStream_t s);
 
 // im2col.cu: x[B,H,W,Ci] (NHWC) -> y[B*Ho*Wo, kh*kw*Ci], column (ky*kw + kx)*Ci + ci, zeros for
-// taps outside the image. Needs im2col_supported (Ci a multiple of 16 bytes, x and y 16-byte
-// aligned); im2col throws otherwise. im2col_bytes: the size of y.
-struct ConvGeom {
-  int B = 1, H = 0, W = 0, Ci = 0, kh = 1, kw = 1, stride = 1, pad = 0, Ho = 0, Wo = 0;
-};
-bool im2col_supported(const ConvGeom& g, bool half, const void* x, const void* y);
-size_t im2col_bytes(const ConvGeom& g, bool half);
-void im2col(const void* x, void* y, const ConvGeom& g, bool half, cudaStream_t s);
+// taps outside the image (ConvShape's Co is not used). Needs im2col_supported (Ci a multiple of
+// 16 bytes, x and y 16-byte aligned); im2col throws otherwise. im2col_bytes: the size of y.
+bool im2col_supported(const ConvShape& g, bool half, const void* x, const void* y);
+size_t im2col_bytes(const ConvShape& g, bool half);
+void im2col(const void* x, void* y, const ConvShape& g, bool half, cudaStream_t s);
 
 // box_step.cu: per row of x[rows,K], delta = x W3^T + b3 (W3 [4,K]), ref_out = box_refine(delta,
 // ref_in), and when w1 is set y1[rows,N1] = act1(ref_out W1^T + b1) (W1 [N1,4]); the rounding of
