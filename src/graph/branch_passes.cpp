@@ -9,6 +9,18 @@
 
 namespace detforge::graph {
 
+double op_cost(const Graph& g, const Op& op) {
+  // One unit per launch plus one per GFLOP of the multiply-adds (per image): at batch 1 on the
+  // H200 a small kernel is ~1-2 us and the r18vd convolutions run at ~100-200 TFLOP/s.
+  double gflop = 0;
+  if ((op.kind == OpKind::conv2d || op.kind == OpKind::linear) && !op.outputs.empty() && op.inputs.size() >= 2) {
+    const Tensor& w = g.tensor(op.inputs[1]);
+    gflop = 2.0 * static_cast<double>(g.tensor(op.outputs[0]).numel()) * static_cast<double>(w.numel()) /
+            static_cast<double>(w.shape[0]) * 1e-9;
+  }
+  return 1.0 + gflop;
+}
+
 std::vector<double> path_costs(const Graph& g) {
   const auto prod = producers(g);
   std::vector<double> cost(g.ops.size(), 0.0);
@@ -17,15 +29,7 @@ std::vector<double> path_costs(const Graph& g) {
     double before = 0;
     for (TensorId t : op.inputs)
       if (t != kNoTensor && prod[t] >= 0) before = std::max(before, cost[prod[t]]);
-    // One unit per launch plus one per GFLOP of the multiply-adds (per image): at batch 1 on the
-    // H200 a small kernel is ~1-2 us and the r18vd convolutions run at ~100-200 TFLOP/s.
-    double gflop = 0;
-    if ((op.kind == OpKind::conv2d || op.kind == OpKind::linear) && !op.outputs.empty() && op.inputs.size() >= 2) {
-      const Tensor& w = g.tensor(op.inputs[1]);
-      gflop = 2.0 * static_cast<double>(g.tensor(op.outputs[0]).numel()) * static_cast<double>(w.numel()) /
-              static_cast<double>(w.shape[0]) * 1e-9;
-    }
-    cost[i] = before + 1.0 + gflop;
+    cost[i] = before + op_cost(g, op);
   }
   return cost;
 }

@@ -13,16 +13,10 @@
 namespace detforge::graph {
 namespace {
 
-bool const_with_data(const Graph& g, TensorId t) { return t != kNoTensor && g.tensor(t).is_const && !g.tensor(t).data.empty(); }
-
-// A linear whose weight [N, K] and bias [N] are constants with data, 2-D in and out.
-bool constant_linear(const Graph& g, const Op& op) {
-  if (op.kind != OpKind::linear || op.inputs.size() < 3 || !const_with_data(g, op.inputs[1]) ||
-      !const_with_data(g, op.inputs[2]))
-    return false;
-  const Tensor& w = g.tensor(op.inputs[1]);
-  return w.shape.size() == 2 && g.tensor(op.inputs[2]).numel() == w.shape[0] &&
-         g.tensor(op.inputs[0]).shape.size() == 2 && g.tensor(op.outputs[0]).shape.size() == 2;
+// constant_linear (pass_util.h) reading a 2-D input.
+bool foldable_linear(const Graph& g, const Op& op) {
+  return op.inputs.size() >= 3 && op.inputs[1] != kNoTensor && op.inputs[2] != kNoTensor && constant_linear(g, op) &&
+         g.tensor(op.inputs[0]).shape.size() == 2;
 }
 
 struct Folded {
@@ -78,14 +72,14 @@ int distribute_adds_into_linears(Graph& g) {
         if (changed) break;
         const TensorId p = add.inputs[o], a = add.inputs[1 - o];
         const int pi = prod[p];
-        if (pi < 0 || !has_no_epilogue(g.ops[pi]) || !constant_linear(g, g.ops[pi]) || g.tensor(a).is_const ||
+        if (pi < 0 || !has_no_epilogue(g.ops[pi]) || !foldable_linear(g, g.ops[pi]) || g.tensor(a).is_const ||
             g.tensor(a).shape != g.tensor(p).shape)
           continue;
         const auto& readers = cons[add.outputs[0]];
         bool ok = !readers.empty();
         for (int r : readers)
           ok = ok && r >= 0 && g.ops[r].inputs.size() == 3 && g.ops[r].inputs[0] == add.outputs[0] &&
-               constant_linear(g, g.ops[r]);
+               foldable_linear(g, g.ops[r]);
         if (!ok) continue;
         const Op P = g.ops[pi];
         const TensorId r_in = P.inputs[0];

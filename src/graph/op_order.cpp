@@ -81,14 +81,8 @@ std::vector<char> critical_ops(const Graph& g, double slack) {
   const size_t n = g.ops.size();
   const std::vector<double> head = path_costs(g);  // longest path ending with op i, i included
   const std::vector<int> producer = producers(g);
-  // own[i]: op i's own cost (head minus the longest of its producers' heads).
   std::vector<double> own(n), tail(n, 0.0);  // tail: longest path starting with op i
-  for (size_t i = 0; i < n; ++i) {
-    double before = 0;
-    for (TensorId t : g.ops[i].inputs)
-      if (t != kNoTensor && producer[t] >= 0) before = std::max(before, head[producer[t]]);
-    own[i] = head[i] - before;
-  }
+  for (size_t i = 0; i < n; ++i) own[i] = op_cost(g, g.ops[i]);
   for (size_t k = n; k-- > 0;) {
     tail[k] += own[k];
     for (TensorId t : g.ops[k].inputs)

@@ -32,4 +32,13 @@ inline bool has_no_epilogue(const Op& op) {
   return op.act() == Act::none && (op.kind == OpKind::conv2d || op.kind == OpKind::linear) && op.inputs.size() == 3;
 }
 
+// A linear whose weight [N, K] and bias [N] are constants with data, its weight 2-D and its
+// output 2-D (any epilogue).
+inline bool constant_linear(const Graph& g, const Op& op) {
+  if (op.kind != OpKind::linear || op.inputs.size() < 3) return false;
+  const Tensor &w = g.tensor(op.inputs[1]), &b = g.tensor(op.inputs[2]);
+  return w.is_const && b.is_const && !w.data.empty() && !b.data.empty() && w.shape.size() == 2 &&
+         b.numel() == w.shape[0] && g.tensor(op.outputs[0]).shape.size() == 2;
+}
+
 }  // namespace detforge::graph

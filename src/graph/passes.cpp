@@ -250,11 +250,8 @@ namespace {
 // A linear without residual or activation whose weight [N, K] and bias [N] are constants with
 // data, and whose output only op `reader` reads: it may become part of a stacked linear.
 bool stackable_linear(const Graph& g, const std::vector<std::vector<int>>& cons, const Op& l, int reader) {
-  if (l.kind != OpKind::linear || !has_no_epilogue(l)) return false;
-  const Tensor &w = g.tensor(l.inputs[1]), &b = g.tensor(l.inputs[2]);
-  return w.is_const && b.is_const && w.shape.size() == 2 && !w.data.empty() && b.numel() == w.shape[0] &&
-         g.tensor(l.outputs[0]).shape.size() == 2 && g.tensor(l.outputs[0]).shape[1] == w.shape[0] &&
-         is_sole_consumer(cons, l.outputs[0], reader);
+  return has_no_epilogue(l) && constant_linear(g, l) &&
+         g.tensor(l.outputs[0]).shape[1] == g.tensor(l.inputs[1]).shape[0] && is_sole_consumer(cons, l.outputs[0], reader);
 }
 
 // Two stackable linears of one input as one: weights [Wa; Wb], biases [ba; bb], output
@@ -374,22 +371,18 @@ int eliminate_dead_code(Graph& g) {
 
 namespace {
 
-// DETFORGE_SKIP_PASSES: comma-separated names of optional passes to leave out, for A/B runs of a
-// pass on the GPU machine (bench/ab_h200.sh builds a bundle per variant that sets it).
-bool skipped(const char* pass) {
-  const char* v = std::getenv("DETFORGE_SKIP_PASSES");
+// Whether the comma-separated list in environment variable `var` names `pass`.
+bool env_lists(const char* var, const char* pass) {
+  const char* v = std::getenv(var);
   if (!v) return false;
   const std::string list = std::string(",") + v + ",";
   return list.find(std::string(",") + pass + ",") != std::string::npos;
 }
-
-// DETFORGE_EXTRA_PASSES: comma-separated names of passes that are off by default, to run them.
-bool opted_in(const char* pass) {
-  const char* v = std::getenv("DETFORGE_EXTRA_PASSES");
-  if (!v) return false;
-  const std::string list = std::string(",") + v + ",";
-  return list.find(std::string(",") + pass + ",") != std::string::npos;
-}
+// DETFORGE_SKIP_PASSES: optional passes to leave out, for A/B runs of a pass on the GPU machine
+// (bench/ab_h200.sh builds a bundle per variant that sets it).
+bool skipped(const char* pass) { return env_lists("DETFORGE_SKIP_PASSES", pass); }
+// DETFORGE_EXTRA_PASSES: passes that are off by default, to run them.
+bool opted_in(const char* pass) { return env_lists("DETFORGE_EXTRA_PASSES", pass); }
 
 }  // namespace
 

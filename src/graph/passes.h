@@ -41,6 +41,8 @@ int fold_avg_pool_into_conv(Graph& g);
 // Per op, the cost of the longest path that ends with it: one unit per op plus its GFLOP per
 // image (conv2d, linear). A rough critical-path estimate for choosing between branches.
 std::vector<double> path_costs(const Graph& g);
+// One op's cost in that model: 1 + its GFLOP per image.
+double op_cost(const Graph& g, const Op& op);
 // conv2d/linear without activation or residual, consumed only by add(act): becomes
 // conv2d/linear(residual = the other operand, act), in the add's place in op order. With
 // `long_branch`, when both operands qualify, the one with the larger path cost carries the add,

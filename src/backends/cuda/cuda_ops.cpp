@@ -171,17 +171,14 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   if (op.kind == OpKind::conv2d) {
     const ConvShape s = conv_shape(i, batch);
     const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
-    if (conv_as_im2col(i, batch)) {  // cuda_engine.h at conv_im2col_ says why
+    // A 1x1 conv (conv_linear_) or, after im2col, a kxk conv (conv_im2col_) as one cuBLASLt GEMM
+    // over B*Ho*Wo pixel rows; cuda_engine.h at those settings says why.
+    const bool cols = conv_as_im2col(i, batch);
+    if (cols || conv_as_linear(i)) {
       const int64_t rows = static_cast<int64_t>(s.B) * s.Ho * s.Wo;
-      p.lin[i] = lt_linear(lt_, rows, s.Co, s.kh * s.kw * s.Ci, half_, bias, op.act(), res, kLtWorkspace, op, 0);
-      p.im2col[i] = 1;
-      ++p.n_conv_im2col;
-      return;
-    }
-    if (conv_as_linear(i)) {  // cuda_engine.h at conv_linear_ says why
-      const int64_t rows = static_cast<int64_t>(s.B) * s.H * s.W;
-      p.lin[i] = lt_linear(lt_, rows, s.Co, s.Ci, half_, bias, op.act(), res, workspace_bytes_, op, 0);
-      ++p.n_conv_linear;
+      p.lin[i] = lt_linear(lt_, rows, s.Co, s.kh * s.kw * s.Ci, half_, bias, op.act(), res, workspace_bytes_, op, 0);
+      p.im2col[i] = cols;
+      ++(cols ? p.n_conv_im2col : p.n_conv_linear);
       return;
     }
     if (conv_as_tile(i, batch)) {  // a 1x1 conv as a linear over B*H*W pixel rows, on tile_linear
@@ -286,16 +283,14 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
         tile_linear(in(0), in(1), in(2), in(3), y, n_out / cs.Co, cs.Co, cs.Ci, op.act(), tile_early_, s);
         break;
       }
-      if (!p.im2col.empty() && p.im2col[i]) {  // kxk: columns [B*Ho*Wo, kh*kw*Ci], then act(cols W^T + b + residual)
-        void* cols = static_cast<char*>(ws) + kLtWorkspace;
-        im2col(in(0), cols, conv_shape(i, B), half_, s);
-        p.lin[i]->run(cols, in(1), in(2), in(3), y, ws, s);
-        if (lt_needs_act_pass(op.act(), in(3)))
-          bias_act(y, nullptr, nullptr, y, n_out, static_cast<int>(oshape.back()), op.act(), half_, s);
-        break;
-      }
-      if (p.lin[i]) {  // a 1x1 conv as a linear over B*H*W pixel rows: act(x W^T + b + residual)
-        p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
+      if (p.lin[i]) {  // a conv as a linear over B*Ho*Wo pixel rows: act(x W^T + b + residual)
+        const void* x = in(0);
+        if (p.im2col[i]) {  // kxk: x becomes the columns [B*Ho*Wo, kh*kw*Ci], above cuBLASLt's workspace
+          void* cols = static_cast<char*>(ws) + kLtWorkspace;
+          im2col(x, cols, conv_shape(i, B), half_, s);
+          x = cols;
+        }
+        p.lin[i]->run(x, in(1), in(2), in(3), y, ws, s);
         if (lt_needs_act_pass(op.act(), in(3)))
           bias_act(y, nullptr, nullptr, y, n_out, static_cast<int>(oshape.back()), op.act(), half_, s);
         break;

@@ -218,7 +218,7 @@ void CudaEngine::alloc_op_workspaces(BatchPlan& p, int batch) {
       bytes[i] = p.fused[i]->workspace_bytes();
     else if (p.conv[i])
       bytes[i] = p.conv[i]->workspace_bytes();
-    else if (!p.im2col.empty() && p.im2col[i])
+    else if (p.im2col[i])
       bytes[i] = workspace_bytes_;  // cuBLASLt's share, then the columns (conv_as_im2col)
     else if (p.lin[i])
       bytes[i] = p.lin[i]->workspace_bytes();

@@ -25,13 +25,6 @@ __device__ __forceinline__ float round_to(float v) {
 }
 
 template <class T>
-__device__ __forceinline__ Pack<T> ldg_pack(const T* p) {
-  Pack<T> r;
-  *reinterpret_cast<uint4*>(&r) = __ldg(reinterpret_cast<const uint4*>(p));
-  return r;
-}
-
-template <class T>
 __global__ void __launch_bounds__(kThreads)
     box_step_k(const T* __restrict__ x, const T* __restrict__ w3, const T* __restrict__ b3, const T* __restrict__ ref_in,
                T* __restrict__ ref_out, const T* __restrict__ w1, const T* __restrict__ b1, T* __restrict__ y1,

@@ -54,6 +54,19 @@ struct alignas(16) Pack {
 };
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// 16 bytes through the read-only path: for bytes no kernel writes while this one runs (weights,
+// or activations read after the PDL wait).
+template <class T>
+__device__ __forceinline__ Pack<T> ldg_pack(const Pack<T>* p) {
+  Pack<T> r;
+  *reinterpret_cast<uint4*>(&r) = __ldg(reinterpret_cast<const uint4*>(p));
+  return r;
+}
+template <class T>
+__device__ __forceinline__ Pack<T> ldg_pack(const T* p) {
+  return ldg_pack(reinterpret_cast<const Pack<T>*>(p));
+}
+
 // An NHWC index (of elements, or of 16-byte packs with C counted in packs) split into its
 // coordinates: i = ((b * H + y) * W + x) * C + c; `row` = b * H + y, the image row, for kernels
 // that need no separate b and y (the unused fields cost nothing once inlined). I: the index type

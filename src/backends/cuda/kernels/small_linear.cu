@@ -21,14 +21,8 @@ constexpr int kThreads = 256;
 // row counts keep one row per thread, for the most loads in flight.
 constexpr int64_t kMinBlocks = 128;
 
-// 16 bytes through the read-only path. Every input is written by an earlier kernel and only read
+// Inputs through ldg_pack (common.cuh): every input is written by an earlier kernel and only read
 // here (the PDL wait orders the two).
-template <class T>
-__device__ __forceinline__ Pack<T> ldg_pack(const Pack<T>* p) {
-  Pack<T> r;
-  *reinterpret_cast<uint4*>(&r) = __ldg(reinterpret_cast<const uint4*>(p));
-  return r;
-}
 
 // Small K: a thread computes 8 consecutive outputs (one column group g of N / 8) for R rows.
 // W's rows g*8 .. g*8+7 are 8*K contiguous elements (16*K or 32*K bytes, so 16-byte aligned),
