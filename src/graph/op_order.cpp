@@ -77,6 +77,35 @@ std::function<bool(size_t, size_t)> dag_share_rule(const std::vector<BufferReque
   };
 }
 
+std::vector<int> moved_after(size_t n_ops, const std::vector<std::pair<int, std::vector<int>>>& groups) {
+  std::vector<int> group_of(n_ops, -1);  // by anchor
+  std::vector<char> moved(n_ops, 0);
+  auto check = [n_ops](int i) {
+    if (i < 0 || static_cast<size_t>(i) >= n_ops) throw Error("moved_after: op " + std::to_string(i) + " out of range");
+  };
+  for (size_t k = 0; k < groups.size(); ++k) {
+    check(groups[k].first);
+    if (group_of[groups[k].first] >= 0) throw Error("moved_after: op " + std::to_string(groups[k].first) + " anchors two groups");
+    group_of[groups[k].first] = static_cast<int>(k);
+    for (int i : groups[k].second) {
+      check(i);
+      if (moved[i]) throw Error("moved_after: op " + std::to_string(i) + " is moved twice");
+      moved[i] = 1;
+    }
+  }
+  for (const auto& gr : groups)
+    if (moved[gr.first]) throw Error("moved_after: op " + std::to_string(gr.first) + " is an anchor and moved");
+  std::vector<int> order;
+  order.reserve(n_ops);
+  for (size_t i = 0; i < n_ops; ++i) {
+    if (moved[i]) continue;
+    order.push_back(static_cast<int>(i));
+    if (group_of[i] >= 0)
+      for (int m : groups[group_of[i]].second) order.push_back(m);
+  }
+  return order;
+}
+
 std::vector<char> critical_ops(const Graph& g, double slack) {
   const size_t n = g.ops.size();
   const std::vector<double> head = path_costs(g);  // longest path ending with op i, i included

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "graph/ir.h"
@@ -20,6 +21,13 @@ std::vector<int> asap_order(const Graph& g);
 // g.ops permuted by `order` (a permutation of the op indices that keeps the graph topological;
 // throws detforge::Error otherwise).
 void reorder_ops(Graph& g, const std::vector<int>& order);
+
+// The op order with each group's ops moved right after its anchor op, in the group's order:
+// groups[k] = (anchor, ops). An op in two groups, or that is some group's anchor and moved, is an
+// error (detforge::Error). The result is a permutation for reorder_ops, which checks that it
+// is topological. For backend launches that cover several ops (the CUDA box steps, a layer norm
+// with its add) and for ops held back behind another (DETFORGE_CUDA_LATE_VALUE).
+std::vector<int> moved_after(size_t n_ops, const std::vector<std::pair<int, std::vector<int>>>& groups);
 
 // Ops on or near the longest path of the data DAG under path_costs' model (one unit per op plus
 // its GFLOP per image): 1 where the longest path through the op is within `slack` units of the

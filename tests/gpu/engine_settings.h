@@ -1,4 +1,4 @@
-// An fp16 CUDA engine built with DETFORGE_* settings in the environment for its construction only
+// A CUDA engine built with DETFORGE_* settings in the environment for its construction only
 // (the engine reads them when it is created), for GPU tests that compare settings.
 #pragma once
 #include <cstdlib>
@@ -12,13 +12,14 @@
 
 namespace detforge::test {
 
-// An fp16 engine of `g` for up to `max_batch` images, built with the "VAR=value" settings given
-// (empty ones ignored; one string may hold several, space-separated) in the environment for its
-// construction only.
-inline std::unique_ptr<Engine> fp16_engine(const graph::Graph& g, int max_batch, const std::vector<std::string>& settings) {
+// An engine of `g` in `precision` for up to `max_batch` images, built with the "VAR=value"
+// settings given (empty ones ignored; one string may hold several, space-separated) in the
+// environment for its construction only.
+inline std::unique_ptr<Engine> engine_with(const graph::Graph& g, const std::string& precision, int max_batch,
+                                           const std::vector<std::string>& settings) {
   EngineOptions eo;
   eo.max_batch = max_batch;
-  eo.precision = "fp16";
+  eo.precision = precision;
   std::vector<std::string> vars;
   for (const auto& line : settings) {
     std::istringstream words(line);
@@ -36,6 +37,10 @@ inline std::unique_ptr<Engine> fp16_engine(const graph::Graph& g, int max_batch,
   }
   for (const auto& v : vars) unsetenv(v.c_str());
   return eng;
+}
+
+inline std::unique_ptr<Engine> fp16_engine(const graph::Graph& g, int max_batch, const std::vector<std::string>& settings) {
+  return engine_with(g, "fp16", max_batch, settings);
 }
 
 }  // namespace detforge::test

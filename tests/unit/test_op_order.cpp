@@ -100,6 +100,25 @@ TEST(OpOrder, ReorderRejectsOrdersThatAreNotTopologicalOrPermutations) {
   EXPECT_EQ(g.ops[1].name, "b");  // unchanged after a rejected order
 }
 
+// a b c v d: v moved right after c (and after a), two ops after one anchor, and the misuses.
+TEST(OpOrder, MovedAfterPutsEachGroupRightAfterItsAnchor) {
+  auto g = late_independent_op();
+  EXPECT_EQ(graph::moved_after(5, {{2, {3}}}), (std::vector<int>{0, 1, 2, 3, 4}));  // already there
+  EXPECT_EQ(graph::moved_after(5, {{0, {3}}}), (std::vector<int>{0, 3, 1, 2, 4}));
+  EXPECT_EQ(graph::moved_after(5, {{0, {2, 1}}}), (std::vector<int>{0, 2, 1, 3, 4}));
+  EXPECT_EQ(graph::moved_after(5, {}), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(graph::moved_after(5, {{0, {3}}, {2, {4}}}), (std::vector<int>{0, 3, 1, 2, 4}));
+  graph::reorder_ops(g, graph::moved_after(5, {{0, {3}}}));
+  EXPECT_EQ(g.ops[1].name, "v");
+  EXPECT_THROW(graph::moved_after(5, {{0, {3}}, {1, {3}}}), Error);  // moved twice
+  EXPECT_THROW(graph::moved_after(5, {{0, {1}}, {1, {3}}}), Error);  // an anchor moved
+  EXPECT_THROW(graph::moved_after(5, {{0, {1}}, {0, {3}}}), Error);  // two groups, one anchor
+  EXPECT_THROW(graph::moved_after(5, {{0, {7}}}), Error);
+  // Moving d (which reads c) before c is caught by reorder_ops, not here.
+  auto g2 = late_independent_op();
+  EXPECT_THROW(graph::reorder_ops(g2, graph::moved_after(5, {{0, {4}}})), Error);
+}
+
 // x -> a -> b -> d(b, c); x -> c: c's branch is independent of a and b.
 TEST(OpOrder, DataAncestorsFollowInputsAndExtraReads) {
   graph::Graph g;

@@ -65,23 +65,13 @@ void CudaEngine::setup_box_steps() {
   // box_refine's other input (the previous boxes) exists by then.
   auto steps = find_box_steps(g_);
   const auto prod = graph::producers(g_);
-  std::vector<int> after(n, -1), moved(n, 0);
+  std::vector<std::pair<int, std::vector<int>>> groups;
   for (const auto& s : steps) {
     if (prod[g_.ops[s.refine].inputs[1]] > s.linear) continue;
-    after[s.linear] = static_cast<int>(&s - steps.data());
-    moved[s.refine] = 1;
-    if (s.next >= 0) moved[s.next] = 1;
+    groups.push_back({s.linear, {s.refine}});
+    if (s.next >= 0) groups.back().second.push_back(s.next);
   }
-  std::vector<int> order;
-  order.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (moved[i]) continue;
-    order.push_back(static_cast<int>(i));
-    if (after[i] < 0) continue;
-    order.push_back(steps[after[i]].refine);
-    if (steps[after[i]].next >= 0) order.push_back(steps[after[i]].next);
-  }
-  graph::reorder_ops(g_, order);
+  graph::reorder_ops(g_, graph::moved_after(n, groups));
   for (const auto& s : find_box_steps(g_)) {
     if (s.refine != s.linear + 1 || (s.next >= 0 && s.next != s.refine + 1)) continue;
     const graph::Op& l3 = g_.ops[s.linear];

@@ -87,6 +87,9 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);
+  ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
+  upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
+  late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", 0, 0, 3);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
   // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
   // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR: 0 all
@@ -173,8 +176,13 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
     if (op.kind == OpKind::topk_rows) slots_[op.outputs[0]].i32 = true;
   }
   upload_weights(g);
+  order_late_values();
+  order_ln_adds();
   setup_row_chains();
   setup_box_steps();
+  absorbed_.assign(g_.ops.size(), 0);
+  setup_ln_adds();
+  setup_upsample_concats();
   critical_ = graph::critical_ops(g_, 0.25);
   plan_memory();
   find_stem_op();

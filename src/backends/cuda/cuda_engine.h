@@ -46,6 +46,10 @@ class CaptureNodes {
   std::vector<cudaGraphNode_t> before_;
 };
 
+// DETFORGE_CUDA_LATE_VALUE's ops (cuda_late_values.cpp): the anchor op of `mode` (1-3) and the
+// value linears to order after it; {-1, {}} when the graph has none.
+std::pair<int, std::vector<int>> late_value_ops(const graph::Graph& g, int mode);
+
 class CudaEngine : public Engine {
  public:
   CudaEngine(const graph::Graph& g, const EngineOptions& opt);
@@ -100,6 +104,10 @@ class CudaEngine : public Engine {
     int linear = -1, refine = -1, next = -1;
   };
   int box_steps() const { return static_cast<int>(box_steps_.size()); }
+  // Adds launched as a second output of their layer_norm (cuda_ln_adds.cpp), and upsamples
+  // launched inside their concat (cuda_upsample_concats.cpp).
+  int ln_adds() const;
+  int upsample_concats() const;
   // Streams the captured graph of `batch` spreads its ops over (1 = sequential), and how many
   // cross-stream waits that takes.
   int graph_streams(int batch);
@@ -269,6 +277,16 @@ class CudaEngine : public Engine {
   void setup_box_steps();
   bool launch_box_step(size_t i, int batch, cudaStream_t s);
   bool absorbed_in_box_step(size_t i) const;
+  // cuda_ln_adds.cpp: order_ln_adds() puts each add right after its layer_norm (constructor,
+  // before setup_row_chains); setup_ln_adds() (after setup_box_steps) marks the pairs;
+  // launch_ln_add() is true when op i is such an add (it launches the pair's layer_norm).
+  void order_ln_adds();
+  void setup_ln_adds();
+  bool launch_ln_add(size_t i, int batch, cudaStream_t s);
+  // cuda_upsample_concats.cpp (after setup_box_steps): upsamples run inside their concat.
+  void setup_upsample_concats();
+  // cuda_late_values.cpp (constructor, before setup_row_chains): DETFORGE_CUDA_LATE_VALUE's order.
+  void order_late_values();
   void build_op_plan(size_t i, BatchPlan& p, int batch);  // cuda_ops.cpp
   ConvShape conv_shape(size_t i, int batch) const;        // cuda_ops.cpp
   // The op's buffers (at load: scratch the selection may fill) and stream_'s workspace.
@@ -413,6 +431,18 @@ class CudaEngine : public Engine {
   bool box_step_on_ = true;
   std::vector<BoxStep> box_steps_;
   std::vector<int> box_step_of_;  // by op: the box step it belongs to, -1
+  // by op: launches nothing, its work done by a later op's launch (a layer_norm in its add's, an
+  // upsample in its concat's; box steps and row chains keep their own marks).
+  std::vector<char> absorbed_;
+  // DETFORGE_CUDA_LN_ADD (default 1): by op, for an add launched with its layer_norm (second
+  // output), that layer_norm's index; -1.
+  bool ln_add_on_ = true;
+  std::vector<int> ln_add_of_;
+  // DETFORGE_CUDA_UPSAMPLE_CONCAT (default 1): by tensor, for an upsample's output that its
+  // concat reads upsampled from the source, that source; kNoTensor.
+  bool upsample_concat_on_ = true;
+  std::vector<graph::TensorId> upsampled_from_;
+  int late_value_ = 0;  // DETFORGE_CUDA_LATE_VALUE (cuda_late_values.cpp)
   int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1: on
   std::string precision_;
   std::string first_nonfinite_;

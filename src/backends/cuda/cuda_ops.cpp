@@ -259,6 +259,8 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
   const graph::Op& op = g_.ops[i];
   if (launch_row_chain(i, p, B, s)) return;
   if (launch_box_step(i, B, s)) return;
+  if (!absorbed_.empty() && absorbed_[i]) return;  // a later op's launch does its work
+  if (launch_ln_add(i, B, s)) return;
   auto in = [&](size_t k) -> void* {
     return k < op.inputs.size() && op.inputs[k] != graph::kNoTensor ? ptr(op.inputs[k]) : nullptr;
   };
@@ -353,10 +355,16 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       int64_t off = 0;
       for (size_t k = 0; k < op.inputs.size(); ++k) {
         const int64_t inner = prod(shape(k), axis, shape(k).size());
-        parts.push_back({in(k), inner, off});
+        const graph::TensorId src = upsampled_from_.empty() ? graph::kNoTensor : upsampled_from_[op.inputs[k]];
+        if (src != graph::kNoTensor)  // the upsample launched nothing: read its source (cuda_upsample_concats.cpp)
+          parts.push_back({ptr(src), inner, off, true});
+        else
+          parts.push_back({in(k), inner, off});
         off += inner;
       }
-      concat(parts.data(), static_cast<int>(parts.size()), y, outer, ld, half_, s);
+      const bool grid = oshape.size() == 3;
+      concat(parts.data(), static_cast<int>(parts.size()), y, outer, ld, half_, s, grid ? (int)oshape[0] : 0,
+             grid ? (int)oshape[1] : 0);
       break;
     }
     case OpKind::add: {

@@ -62,6 +62,14 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
       acc[i + 1].writes.push_back(graph::ByteRange{k, k + 1});
     }
   }
+  // DETFORGE_CUDA_LATE_VALUE: the anchor "writes" a pseudo range the value linears "read".
+  if (late_value_ > 0) {
+    const auto [anchor, values] = late_value_ops(g_, late_value_);
+    const graph::ByteRange late{uint64_t{1} << 20, (uint64_t{1} << 20) + 1};
+    if (anchor >= 0) acc[anchor + 1].writes.push_back(late);
+    for (int v : values)
+      if (v > anchor) acc[v + 1].reads.push_back(late);
+  }
   p.sched = graph::schedule_streams(acc, p.max_streams);
   p.acc = acc;
   std::string why;
@@ -266,6 +274,10 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   std::string what = graph::op_kind_name(g_.ops[i].kind);
   if (!box_step_of_.empty() && box_step_of_[i] >= 0)
     what = absorbed_in_box_step(i) ? "in the box_step launch of a later op" : "own box_step";
+  else if (!absorbed_.empty() && absorbed_[i])
+    what = "in the launch of a later op (" + std::string(g_.ops[i].kind == OpKind::layer_norm ? "its add" : "its concat") + ")";
+  else if (!ln_add_of_.empty() && ln_add_of_[i] >= 0)
+    what = "layer_norm with this add as its second output";
   else if (p.own_conv[i] >= 0)
     what = std::string("own conv ") + conv_igemm_variant_name(p.own_conv[i]);
   else if (p.fused[i])

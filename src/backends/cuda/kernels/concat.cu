@@ -9,6 +9,9 @@
 // pack finds its part among the parameters): at batch 1 the five concats of the r18vd forward
 // were 12 concat_part launches of a 187-kernel, 1.0 ms forward (H200 CUPTI), each one mostly
 // launch latency.
+// v6: a part may be a nearest x2 upsampling of its source (ConcatPart::up): the CCFM's two
+// upsample -> concat pairs become one launch each. The upsample kernels were 2.5 and 3.1 us on
+// the encoder's critical path at batch 1 (H200 CUPTI timeline, fp16).
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -35,12 +38,23 @@ __global__ void concat_part_vec_k(const uint4* x, uint4* y, I outer, I inner, I 
   }
 }
 // The parts of one concat, as kernel parameters, in the kernel's units (elements or packs).
+// up[q]: part q is its source upsampled x2 (nearest); the output rows are then pixels of an
+// [H, W] grid per image and the source's of an [H/2, W/2] one.
 template <class I>
 struct PartsArg {
   const void* src[kMaxConcatParts];
   I inner[kMaxConcatParts], off[kMaxConcatParts];
+  bool up[kMaxConcatParts];
   int n;
+  I H, W;
 };
+
+// The source row of output row o for an upsampled part.
+template <class I>
+__device__ __forceinline__ I up_row(I o, I H, I W) {
+  const I b = o / (H * W), r = o - b * (H * W), y = r / W, x = r - y * W;
+  return (b * (H / 2) + y / 2) * (W / 2) + x / 2;
+}
 
 // y[o, j] for every output element (or 16-byte pack, V = uint4) of y[outer, ld]: the part whose
 // columns [off, off + inner) hold j supplies it; columns no part covers are left alone. V is a
@@ -54,26 +68,32 @@ __global__ void concat_k(PartsArg<I> a, V* y, I outer, I ld) {
     const I o = i / ld, j = i - o * ld;
     const V* src = nullptr;
     I inner = 0, off = 0;
+    bool up = false;
 #pragma unroll
     for (int q = 0; q < kMaxConcatParts; ++q)
       if (q < a.n && j >= a.off[q] && j < a.off[q] + a.inner[q]) {
         src = static_cast<const V*>(a.src[q]);
         inner = a.inner[q];
         off = a.off[q];
+        up = a.up[q];
       }
-    if (src) y[i] = src[o * inner + (j - off)];
+    if (src) y[i] = src[(up ? up_row(o, a.H, a.W) : o) * inner + (j - off)];
   }
 }
 
 // div: elements per kernel unit (1, or the pack size).
 template <class V, class I>
-void launch_concat(const ConcatPart* parts, int n, void* y, int64_t outer, int64_t ld, int64_t div, cudaStream_t s) {
+void launch_concat(const ConcatPart* parts, int n, void* y, int64_t outer, int64_t ld, int64_t div, int H, int W,
+                   cudaStream_t s) {
   PartsArg<I> a{};
   a.n = n;
+  a.H = static_cast<I>(H);
+  a.W = static_cast<I>(W);
   for (int q = 0; q < n; ++q) {
     a.src[q] = parts[q].src;
     a.inner[q] = static_cast<I>(parts[q].inner / div);
     a.off[q] = static_cast<I>(parts[q].offset / div);
+    a.up[q] = parts[q].up;
   }
   const int64_t total = outer * (ld / div);
   launch(concat_k<V, I>, blocks_for(total, 256), 256, 0, s, a, static_cast<V*>(y), static_cast<I>(outer),
@@ -81,18 +101,24 @@ void launch_concat(const ConcatPart* parts, int n, void* y, int64_t outer, int64
 }
 
 template <class V>
-void launch_concat_any(const ConcatPart* parts, int n, void* y, int64_t outer, int64_t ld, int64_t div,
-                       cudaStream_t s) {
+void launch_concat_any(const ConcatPart* parts, int n, void* y, int64_t outer, int64_t ld, int64_t div, int H,
+                       int W, cudaStream_t s) {
   // 2^28: the most threads blocks_for launches (the grid-stride overshoot).
   if (outer * (ld / div) + (int64_t{1} << 28) < INT32_MAX)
-    launch_concat<V, int>(parts, n, y, outer, ld, div, s);
+    launch_concat<V, int>(parts, n, y, outer, ld, div, H, W, s);
   else
-    launch_concat<V, int64_t>(parts, n, y, outer, ld, div, s);
+    launch_concat<V, int64_t>(parts, n, y, outer, ld, div, H, W, s);
 }
 }  // namespace
 
-void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_t ld, bool half, cudaStream_t s) {
+void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_t ld, bool half, cudaStream_t s,
+            int H, int W) {
   if (n_parts < 0 || outer < 0 || ld < 0) throw Error("concat: negative size");
+  bool any_up = false;
+  for (int q = 0; q < n_parts; ++q) any_up = any_up || (parts[q].up && parts[q].inner > 0);
+  if (any_up && (H <= 0 || W <= 0 || H % 2 || W % 2 || outer % ((int64_t)H * W)))
+    throw Error("concat: an upsampled part needs an even H x W pixel grid that divides the " + std::to_string(outer) +
+                " rows (got " + std::to_string(H) + " x " + std::to_string(W) + ")");
   for (int q = 0; q < n_parts; ++q) {
     const ConcatPart& p = parts[q];
     if (p.inner < 0 || p.offset < 0 || p.offset + p.inner > ld)
@@ -108,6 +134,7 @@ void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_
   for (int q = 0; q < n_parts; ++q) {
     if (parts[q].inner == 0) continue;
     if (n == kMaxConcatParts) {  // more parts than one launch takes: one copy per part
+      if (any_up) throw Error("concat: at most " + std::to_string(kMaxConcatParts) + " parts with an upsampled one");
       for (int r = 0; r < n_parts; ++r)
         if (parts[r].inner > 0)
           concat_part(parts[r].src, y, outer, parts[r].inner, ld, parts[r].offset, half, s);
@@ -121,11 +148,11 @@ void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_
   for (int q = 0; q < n; ++q)
     vector = vector && used[q].inner % vec == 0 && used[q].offset % vec == 0 && aligned16(used[q].src);
   if (vector)
-    launch_concat_any<uint4>(used, n, y, outer, ld, vec, s);
+    launch_concat_any<uint4>(used, n, y, outer, ld, vec, H, W, s);
   else if (half)
-    launch_concat_any<uint16_t>(used, n, y, outer, ld, 1, s);
+    launch_concat_any<uint16_t>(used, n, y, outer, ld, 1, H, W, s);
   else
-    launch_concat_any<uint32_t>(used, n, y, outer, ld, 1, s);
+    launch_concat_any<uint32_t>(used, n, y, outer, ld, 1, H, W, s);
 }
 
 void concat_part(const void* x, void* y, int64_t outer, int64_t inner, int64_t ldy, int64_t off, bool half,

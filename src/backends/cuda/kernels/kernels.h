@@ -48,11 +48,13 @@ void i32_to_f32(const int32_t* x, float* y, int64_t n, cudaStream_t s);
 void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s);
 
 // layer_norm.cu: y = LN(x (+res)) over the last dim C, rows = batch*L. Statistics in fp32.
+// With add2 and y2 (both or neither): also y2 = y + add2, y as stored (the bytes of add_act).
 // C in {256, 512, 768, 1024} with 16-byte aligned pointers takes a 16-byte vector kernel, other
 // shapes a generic one; layer_norm_fast_path says which (for tests and profiles).
 void layer_norm(const void* x, const void* res, const void* gamma, const void* beta, void* y, int64_t rows, int C,
-                float eps, bool half, cudaStream_t s);
-bool layer_norm_fast_path(const void* x, const void* res, const void* gamma, const void* beta, const void* y, int C);
+                float eps, bool half, cudaStream_t s, const void* add2 = nullptr, void* y2 = nullptr);
+bool layer_norm_fast_path(const void* x, const void* res, const void* gamma, const void* beta, const void* y, int C,
+                          const void* add2 = nullptr, const void* y2 = nullptr);
 
 // attention.cu: q[B,L,C], k[B,S,C], v[B,S,C] -> o[B,L,C]; heads split C. Softmax in fp32.
 // Row strides in elements (0 = C): q, k and v may be column slices of wider rows, e.g. q and k
@@ -161,12 +163,16 @@ void concat_part(const void* x, void* y, int64_t outer, int64_t inner, int64_t l
 // (element units). Parts must not overlap; columns no part covers are left as they are.
 // 16-byte copies when every inner, offset, ld and pointer allows, else 2/4-byte ones; more than
 // kMaxConcatParts (non-empty) parts fall back to one concat_part per part.
+// A part with `up` is its source upsampled x2 (nearest, NHWC): the outer rows are then the
+// pixels of an H x W grid per image (pass H and W), the source's those of H/2 x W/2.
 struct ConcatPart {
   const void* src;
   int64_t inner;
   int64_t offset;
+  bool up = false;
 };
 constexpr int kMaxConcatParts = 8;
-void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_t ld, bool half, cudaStream_t s);
+void concat(const ConcatPart* parts, int n_parts, void* y, int64_t outer, int64_t ld, bool half, cudaStream_t s,
+            int H = 0, int W = 0);
 
 }  // namespace detforge::cuda
