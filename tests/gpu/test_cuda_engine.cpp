@@ -268,9 +268,11 @@ TEST(CudaEngine, OpProfileAttributesEveryKernelToItsOp) {
   opt.precision = "fp16";
   setenv("DETFORGE_CUDA_STEM", "1", 1);
   setenv("DETFORGE_CUDA_ROW_MLP", "0", 1);  // each op launches its own kernels (a chain's first ops none)
+  setenv("DETFORGE_CUDA_UPSAMPLE_CONCAT", "0", 1);  // ... and the upsample its own, not the concat's
   auto e = make_cuda_engine(n.g, opt);
   unsetenv("DETFORGE_CUDA_STEM");
   unsetenv("DETFORGE_CUDA_ROW_MLP");
+  unsetenv("DETFORGE_CUDA_UPSAMPLE_CONCAT");
   auto p = bench::cuda_profile_ops(*e, 2, 3);
   ASSERT_TRUE(p.available) << p.why;
   ASSERT_EQ(p.ops.size(), n.g.ops.size() + 1);
