@@ -11,7 +11,8 @@
 #   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue), DETFORGE_CUDA_ROW_MLP (1 = linear
 #   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_STEM, DETFORGE_CUDA_PDL (0 = plain
 #   launches, 1 = PDL, 2 = PDL on same-stream edges only), DETFORGE_CUDA_ASAP,
-#   DETFORGE_CUDA_CONV_WS0, DETFORGE_CUDA_SMALL_LINEAR, DETFORGE_CUDA_CONV_HANDLES, and the rest of
+#   DETFORGE_CUDA_CONV_WS0, DETFORGE_CUDA_SMALL_LINEAR, DETFORGE_CUDA_CONV_HANDLES,
+#   DETFORGE_CUDA_LN_ADD, DETFORGE_CUDA_UPSAMPLE_CONCAT, DETFORGE_CUDA_LATE_VALUE, and the rest of
 #   the README's settings paragraph, DETFORGE_SKIP_PASSES (graph passes left out when building
 #   that variant's bundle) and DETFORGE_EXTRA_PASSES (off-by-default passes run for it).
 set -uo pipefail

@@ -89,7 +89,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);
   ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
-  late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", 0, 0, 3);
+  late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
   // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
   // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR: 0 all

@@ -46,9 +46,9 @@ class CaptureNodes {
   std::vector<cudaGraphNode_t> before_;
 };
 
-// DETFORGE_CUDA_LATE_VALUE's ops (cuda_late_values.cpp): the anchor op of `mode` (1-3) and the
-// value linears to order after it; {-1, {}} when the graph has none.
-std::pair<int, std::vector<int>> late_value_ops(const graph::Graph& g, int mode);
+// DETFORGE_CUDA_LATE_VALUE's ops (cuda_late_values.cpp): (anchor op, value linear) pairs of
+// `mode` (1-4), each value to run after its anchor; empty when the graph has none.
+std::vector<std::pair<int, int>> late_value_ops(const graph::Graph& g, int mode);
 
 class CudaEngine : public Engine {
  public:
@@ -442,7 +442,7 @@ class CudaEngine : public Engine {
   // concat reads upsampled from the source, that source; kNoTensor.
   bool upsample_concat_on_ = true;
   std::vector<graph::TensorId> upsampled_from_;
-  int late_value_ = 0;  // DETFORGE_CUDA_LATE_VALUE (cuda_late_values.cpp)
+  int late_value_ = 3;  // DETFORGE_CUDA_LATE_VALUE (cuda_late_values.cpp)
   int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1: on
   std::string precision_;
   std::string first_nonfinite_;

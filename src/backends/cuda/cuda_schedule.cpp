@@ -62,13 +62,13 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
       acc[i + 1].writes.push_back(graph::ByteRange{k, k + 1});
     }
   }
-  // DETFORGE_CUDA_LATE_VALUE: the anchor "writes" a pseudo range the value linears "read".
-  if (late_value_ > 0) {
-    const auto [anchor, values] = late_value_ops(g_, late_value_);
-    const graph::ByteRange late{uint64_t{1} << 20, (uint64_t{1} << 20) + 1};
-    if (anchor >= 0) acc[anchor + 1].writes.push_back(late);
-    for (int v : values)
-      if (v > anchor) acc[v + 1].reads.push_back(late);
+  // DETFORGE_CUDA_LATE_VALUE: each anchor "writes" a pseudo range of its own (far below any
+  // device address and the conv-ordering ranges above) that its value linears "read".
+  for (const auto& [anchor, v] : late_value_ops(g_, late_value_)) {
+    const uint64_t k = (uint64_t{1} << 20) + 2 * static_cast<uint64_t>(anchor);
+    if (v <= anchor) continue;  // op order moved it after the anchor; this never happens
+    acc[anchor + 1].writes.push_back(graph::ByteRange{k, k + 1});
+    acc[v + 1].reads.push_back(graph::ByteRange{k, k + 1});
   }
   p.sched = graph::schedule_streams(acc, p.max_streams);
   p.acc = acc;
