@@ -10,8 +10,9 @@
 // Each value moves right after its anchor in op order, and the schedule orders it after the
 // anchor through a pseudo byte range (below any device address) that the anchor writes and it
 // reads.
-// Measured (ab-2026-12-04-session12 call 2, fp16 b1): mode 3 0.6695 ms against 0.6760/0.6763
-// with none, mode 2 0.6743, mode 1 0.6756; batch 32 0.3 % faster with any mode.
+// Measured (ab-2026-12-04-session12, fp16 b1): call 2 mode 3 0.6695 ms against 0.6760/0.6763
+// with none, mode 2 0.6743, mode 1 0.6756; call 3 mode 3 0.6740/0.6755, mode 4 0.6768, none
+// 0.6802. Batch 32 0.3 % faster with any mode in call 2, equal in call 3. Default 3.
 #include <algorithm>
 
 #include "backends/cuda/cuda_engine.h"
