@@ -32,6 +32,9 @@ void CudaEngine::setup_upsample_concats() {
           std::count(cat.inputs.begin(), cat.inputs.end(), t) != 1 ||
           std::find(g_.outputs.begin(), g_.outputs.end(), t) != g_.outputs.end())
         continue;
+      // The concat kernel maps output pixel (y, x) of the concat's grid to source (y/2, x/2).
+      const auto& src = g_.tensor(g_.ops[u].inputs[0]).shape;
+      if (src.size() != 3 || src[0] * 2 != oshape[0] || src[1] * 2 != oshape[1]) continue;
       upsampled_from_[t] = g_.ops[u].inputs[0];
       absorbed_[u] = 1;
       extra_reads_[c].push_back(g_.ops[u].inputs[0]);
