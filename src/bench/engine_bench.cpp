@@ -24,6 +24,9 @@ BenchResult bench_engine(Engine& engine, const float* pixels, int batch, int war
     r.graph_waits = e->graph_waits(batch);
     r.graph_memsets_replaced = e->graph_memsets_replaced(batch);
     r.small_linears = e->small_linears(batch);
+    r.box_steps = e->box_steps();
+    r.ln_adds = e->ln_adds();
+    r.upsample_concats = e->upsample_concats();
     cudaEvent_t a, b;
     DF_CUDA(cudaEventCreate(&a));
     DF_CUDA(cudaEventCreate(&b));
@@ -54,7 +57,8 @@ nlohmann::json to_json(const BenchResult& r) {
           {"engine_ms_p50", r.engine.p50}, {"engine_ms_p95", r.engine.p95}, {"images_per_s", r.images_per_s},
           {"graph_nodes", r.graph_nodes}, {"graph_streams", r.graph_streams}, {"graph_waits", r.graph_waits},
           {"graph_memsets_replaced", r.graph_memsets_replaced}, {"small_linears", r.small_linears},
-          {"graph_check", r.graph_check}};
+          {"graph_check", r.graph_check},
+          {"merged_launches", {{"box_steps", r.box_steps}, {"ln_adds", r.ln_adds}, {"upsample_concats", r.upsample_concats}}}};
 }
 
 }  // namespace detforge::bench

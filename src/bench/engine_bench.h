@@ -25,6 +25,8 @@ struct BenchResult {
   int graph_waits = 0;      // CUDA: cross-stream dependencies in it
   int graph_memsets_replaced = 0;  // CUDA: memset nodes run as kernels (DETFORGE_CUDA_MEMSET_KERNELS)
   int small_linears = 0;  // CUDA: linears on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR)
+  // CUDA: launches that do several ops' work (DETFORGE_CUDA_BOX_STEP, _LN_ADD, _UPSAMPLE_CONCAT)
+  int box_steps = 0, ln_adds = 0, upsample_concats = 0;
 };
 
 // pixels: batch images of the engine's input, NHWC fp32.

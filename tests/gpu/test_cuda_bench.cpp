@@ -46,6 +46,8 @@ TEST(CudaBench, R18vdSmoke) {
       j["arena_mib"] = dynamic_cast<cuda::CudaEngine&>(*eng).arena_bytes() / 1048576.0;
       std::cout << "[ cuda bench ] " << j.dump() << "\n";
       EXPECT_GT(r.images_per_s, 0);
+      // The r18vd defaults: three box steps, three layer-norm adds, two upsample concats.
+      EXPECT_EQ(j["merged_launches"], (nlohmann::json{{"box_steps", 3}, {"ln_adds", 3}, {"upsample_concats", 2}}));
       all.push_back(j);
     }
   }
