@@ -132,13 +132,23 @@ std::string attention_columns_error(const Graph& g, const Op& op) {
 }
 
 DeformColumns deform_columns(const Graph& g, const Op& op) {
-  auto width = [&](size_t i) -> int64_t {
-    if (op.inputs.size() <= i) return 0;
-    const auto& s = g.tensor(op.inputs[i]).shape;
+  auto width = [&](const std::vector<TensorId>& ts, size_t i) -> int64_t {
+    if (ts.size() <= i) return 0;
+    const auto& s = g.tensor(ts[i]).shape;
     return s.size() == 2 ? s[1] : 0;
   };
   const int64_t hlp = int64_t{op.attr_int("heads")} * op.attr_int("levels") * op.attr_int("points");
-  return {op.attr_int_or("off_col", 0), op.attr_int_or("aw_col", 0), width(1), width(2), hlp * 2, hlp};
+  DeformColumns c;
+  c.off_col = op.attr_int_or("off_col", 0);
+  c.aw_col = op.attr_int_or("aw_col", 0);
+  c.v_col = op.attr_int_or("v_col", 0);
+  c.off_ld = width(op.inputs, 1);
+  c.aw_ld = width(op.inputs, 2);
+  c.v_ld = width(op.inputs, 0);
+  c.off_width = hlp * 2;
+  c.aw_width = hlp;
+  c.v_width = width(op.outputs, 0);
+  return c;
 }
 
 std::string deform_columns_error(const Graph& g, const Op& op) {
@@ -147,11 +157,14 @@ std::string deform_columns_error(const Graph& g, const Op& op) {
   const auto& aw = g.tensor(op.inputs[2]).shape;
   if (off.size() != 2) return "input 1 (offsets) is not [queries, columns]";
   if (aw.size() != 2) return "input 2 (logits) is not [queries, columns]";
+  if (g.tensor(op.inputs[0]).shape.size() != 2) return "input 0 (value) is not [tokens, columns]";
+  if (g.tensor(op.outputs[0]).shape.size() != 2) return "the output is not [queries, channels]";
   if (off[0] != aw[0])
     return "offsets have " + std::to_string(off[0]) + " rows, logits " + std::to_string(aw[0]);
   const auto c = deform_columns(g, op);
   if (auto why = column_slice_error("input 1 (offsets)", c.off_ld, c.off_width, c.off_col); !why.empty()) return why;
-  return column_slice_error("input 2 (logits)", c.aw_ld, c.aw_width, c.aw_col);
+  if (auto why = column_slice_error("input 2 (logits)", c.aw_ld, c.aw_width, c.aw_col); !why.empty()) return why;
+  return column_slice_error("input 0 (value)", c.v_ld, c.v_width, c.v_col);
 }
 
 void Graph::validate() const {

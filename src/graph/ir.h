@@ -58,11 +58,13 @@ struct Tensor {
 //  ms_deform_attn  in: value[Lv,C], offsets[Q,Wo], logits[Q,Wa], ref[Q,4] (cx,cy,w,h in [0,1]),
 //                  points_scale[levels*points] constant.
 //                  attrs: heads, levels, points, offset_scale, spatial_shapes [[H,W],...],
-//                  level_start [..], and optional off_col, aw_col (default 0): the
+//                  level_start [..], and optional off_col, aw_col, v_col (default 0): the
 //                  heads*levels*points*2 offsets start at column off_col of input 1, the
-//                  heads*levels*points logits at column aw_col of input 2, each row read with
-//                  its input's width as stride (unmerged: two packed tensors, Wo and Wa are
-//                  exactly those widths; merge_deform_projections: both inputs name one tensor).
+//                  heads*levels*points logits at column aw_col of input 2, the C value channels
+//                  (C = the output's width) at column v_col of input 0, each row read with
+//                  its input's width as stride (unmerged: packed tensors, Wo and Wa are
+//                  exactly those widths; merge_deform_projections: both inputs name one tensor;
+//                  merge_value_projections: several ops' values are slices of one tensor).
 //                  Softmax over levels*points per head, bilinear sampling with zero padding and
 //                  align_corners=False (see the family spec, section 3.8).
 //  topk_rows       in: scores[L,Ncls]; attrs: k. out: int32 [k] = indices of the k largest
@@ -108,17 +110,19 @@ struct Graph;
 // [rows, W] must hold the output's C channels from its column (both backends check it at load).
 std::string attention_columns_error(const Graph& g, const Op& op);
 
-// A ms_deform_attn op's offsets and logits as column slices (attrs off_col, aw_col; 0 when
-// absent) of rows `off_ld` and `aw_ld` elements wide (the widths of inputs 1 and 2), and the
-// widths it reads there: heads*levels*points*2 and heads*levels*points.
+// A ms_deform_attn op's offsets, logits and value as column slices (attrs off_col, aw_col,
+// v_col; 0 when absent) of rows `off_ld`, `aw_ld` and `v_ld` elements wide (the widths of inputs
+// 1, 2 and 0), and the widths it reads there: heads*levels*points*2, heads*levels*points and
+// the output's width C.
 struct DeformColumns {
-  int64_t off_col = 0, aw_col = 0;
-  int64_t off_ld = 0, aw_ld = 0;
-  int64_t off_width = 0, aw_width = 0;
+  int64_t off_col = 0, aw_col = 0, v_col = 0;
+  int64_t off_ld = 0, aw_ld = 0, v_ld = 0;
+  int64_t off_width = 0, aw_width = 0, v_width = 0;
 };
 DeformColumns deform_columns(const Graph& g, const Op& op);
-// Why a ms_deform_attn op's offsets or logits slice does not fit its input ("" when both do):
-// inputs [Q, W] of equal rows, each slice inside its row (both backends check it at load).
+// Why a ms_deform_attn op's offsets, logits or value slice does not fit its input ("" when all
+// do): inputs [Q, W] of equal rows, value [Lv, W], output [Q, C], each slice inside its row
+// (both backends check it at load).
 std::string deform_columns_error(const Graph& g, const Op& op);
 
 struct Graph {

@@ -1,5 +1,7 @@
 // Helpers shared by the graph passes (passes.cpp, branch_passes.cpp).
 #pragma once
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "graph/ir.h"
@@ -40,5 +42,12 @@ inline bool constant_linear(const Graph& g, const Op& op) {
   return w.is_const && b.is_const && !w.data.empty() && !b.data.empty() && w.shape.size() == 2 &&
          b.numel() == w.shape[0] && g.tensor(op.outputs[0]).shape.size() == 2;
 }
+
+// Linears of one input (stackable: no residual or activation, constant weight [N_i, K] and bias,
+// outputs of one dtype and row count) as one: weights and biases stacked in the given order,
+// output [rows, sum N_i]; column sum_{j<i} N_j starts op i's outputs. Named `name`, or when that
+// is empty "<first name>+<last name part of each other>". Returns the merged op (its tensors are
+// added to g), or nothing when they do not stack (fewer than two, another input, dtype, rows or K).
+std::optional<Op> stack_linears(Graph& g, const std::vector<const Op*>& linears, std::string name = "");
 
 }  // namespace detforge::graph

@@ -254,31 +254,39 @@ bool stackable_linear(const Graph& g, const std::vector<std::vector<int>>& cons,
          g.tensor(l.outputs[0]).shape[1] == g.tensor(l.inputs[1]).shape[0] && is_sole_consumer(cons, l.outputs[0], reader);
 }
 
-// Two stackable linears of one input as one: weights [Wa; Wb], biases [ba; bb], output
-// [rows, Na + Nb] named "<a.name>+<last name part of b>" (column Na starts b's output). Returns
-// the merged op (its tensors are added to g), or nothing when a and b do not stack.
-std::optional<Op> stack_linears(Graph& g, const Op& a, const Op& b) {
-  if (a.inputs[0] != b.inputs[0]) return std::nullopt;
-  const Tensor &ya = g.tensor(a.outputs[0]), &yb = g.tensor(b.outputs[0]);
-  if (ya.dtype != yb.dtype || ya.shape[0] != yb.shape[0]) return std::nullopt;
-  const Tensor &wa = g.tensor(a.inputs[1]), &wb = g.tensor(b.inputs[1]);
-  if (wa.shape[1] != wb.shape[1]) return std::nullopt;
-  const int64_t Na = wa.shape[0], Nb = wb.shape[0], K = wa.shape[1], rows = ya.shape[0];
+}  // namespace
+
+std::optional<Op> stack_linears(Graph& g, const std::vector<const Op*>& ls, std::string name) {
+  if (ls.size() < 2) return std::nullopt;
+  const Op& a = *ls[0];
+  const Tensor& ya = g.tensor(a.outputs[0]);
+  const int64_t K = g.tensor(a.inputs[1]).shape[1], rows = ya.shape[0];
   const DType dt = ya.dtype;
-  std::vector<float> w(wa.data), bias(g.tensor(a.inputs[2]).data);
-  w.insert(w.end(), wb.data.begin(), wb.data.end());
-  const auto& bb = g.tensor(b.inputs[2]).data;
-  bias.insert(bias.end(), bb.begin(), bb.end());
+  std::vector<float> w, bias;
+  int64_t N = 0;
+  for (const Op* l : ls) {
+    const Tensor &y = g.tensor(l->outputs[0]), &wl = g.tensor(l->inputs[1]);
+    if (l->inputs[0] != a.inputs[0] || y.dtype != dt || y.shape[0] != rows || wl.shape[1] != K) return std::nullopt;
+    w.insert(w.end(), wl.data.begin(), wl.data.end());
+    const auto& bl = g.tensor(l->inputs[2]).data;
+    bias.insert(bias.end(), bl.begin(), bl.end());
+    N += wl.shape[0];
+  }
+  if (name.empty()) {
+    name = a.name;
+    for (size_t i = 1; i < ls.size(); ++i) name += "+" + ls[i]->name.substr(ls[i]->name.rfind('.') + 1);
+  }
   // add_const may move g.tensors: no Tensor reference is used past this point.
-  const std::string name = a.name + "+" + b.name.substr(b.name.rfind('.') + 1);
-  const TensorId tw = g.add_const(name + ".weight", {Na + Nb, K}, std::move(w));
-  const TensorId tb = g.add_const(name + ".bias", {Na + Nb}, std::move(bias));
+  const TensorId tw = g.add_const(name + ".weight", {N, K}, std::move(w));
+  const TensorId tb = g.add_const(name + ".bias", {N}, std::move(bias));
   Op merged = a;
   merged.name = name;
   merged.inputs = {a.inputs[0], tw, tb};
-  merged.outputs = {g.add_activation(name + ":out", {rows, Na + Nb}, dt)};
+  merged.outputs = {g.add_activation(name + ":out", {rows, N}, dt)};
   return merged;
 }
+
+namespace {
 
 struct MergedPair {
   TensorId out;    // the stacked linear's output
@@ -292,7 +300,7 @@ std::optional<MergedPair> merge_pair(Graph& g, const std::vector<std::vector<int
   if (ia < 0 || ib < 0 || ia == ib || dead[ia] || dead[ib]) return std::nullopt;
   if (!stackable_linear(g, cons, g.ops[ia], reader) || !stackable_linear(g, cons, g.ops[ib], reader))
     return std::nullopt;
-  auto merged = stack_linears(g, g.ops[ia], g.ops[ib]);
+  auto merged = stack_linears(g, {&g.ops[ia], &g.ops[ib]});
   if (!merged) return std::nullopt;
   const MergedPair r{merged->outputs[0], g.tensor(g.ops[ia].inputs[1]).shape[0]};
   g.ops[std::min(ia, ib)] = std::move(*merged);  // g.ops is not resized: references to ops stay valid
@@ -390,6 +398,7 @@ PassStats optimize(Graph& g) {
   PassStats s;
   s.folded_batch_norms = fold_batch_norm(g);  // required: no backend runs batch_norm
   if (!skipped("fold_avg_pool_into_conv")) s.folded_avg_pools = fold_avg_pool_into_conv(g);
+  if (opted_in("gather_early") && !skipped("gather_early")) s.gathered_early = gather_rows_early(g);
   s.fused_residuals = fuse_residual_adds(g, !skipped("residual_on_long_branch"));
   s.fused_activations = fuse_activations(g);
   s.fused_layer_norm_adds = fuse_layer_norm_adds(g);
@@ -398,6 +407,7 @@ PassStats optimize(Graph& g) {
   if (!skipped("post_activation_adds")) s.fused_post_activation_adds = fuse_post_activation_adds(g);
   if (!skipped("merge_qk_projections")) s.merged_qk_projections = merge_qk_projections(g);
   if (!skipped("merge_deform_projections")) s.merged_deform_projections = merge_deform_projections(g);
+  if (opted_in("merge_values") && !skipped("merge_values")) s.merged_value_projections = merge_value_projections(g);
   // Off by default: no faster on the H200 (fp16 b1 0.6729-0.6740 with it against 0.6708-0.6727
   // without, b32 equal; ab-2026-12-04-session11 calls 3-4). The adds leave the path, but the
   // early linears it adds run beside the path and take SMs its GEMMs and attention needed.

@@ -1,7 +1,8 @@
 // Graph rewrites, run in this order by optimize(): fold BatchNorm into the preceding conv, fold
-// an average pool into the 1x1 conv after it (ResNet-vd shortcut), fuse residual adds and activations into conv/linear epilogues and adds into LayerNorm, fold a 1x1
+// an average pool into the 1x1 conv after it (ResNet-vd shortcut), (opt-in) run row-wise ops
+// after the row gather that reads them, fuse residual adds and activations into conv/linear epilogues and adds into LayerNorm, fold a 1x1
 // conv into its parallel kxk conv (RepVGG), merge attention q/k projections and deformable
-// attention offset/weight projections, (opt-in) distribute the decoder's position adds into the
+// attention offset/weight projections, (opt-in) merge the decoder's value projections, (opt-in) distribute the decoder's position adds into the
 // linears that read them, drop dead ops (the intermediate class heads), then
 // compact the tensor table.
 #pragma once
@@ -28,6 +29,8 @@ struct PassStats {
   int merged_qk_projections = 0;
   int merged_deform_projections = 0;
   int distributed_adds = 0;
+  int gathered_early = 0;
+  int merged_value_projections = 0;
   int removed_ops = 0;
 };
 
@@ -89,6 +92,23 @@ int merge_deform_projections(Graph& g);
 // (2 per decoder layer), 3 position linears. Off by default (not faster on the H200; passes.cpp
 // says why): DETFORGE_EXTRA_PASSES=distribute_adds runs it.
 int distribute_adds_into_linears(Graph& g);
+// gather_rows(P(...), idx) with P row-wise (linear, layer_norm, activation, add) on [L, *]
+// tensors and read only by that gather: P runs on the gathered rows, each of its row operands
+// gathered by idx first (an existing gather of the same tensor by idx is shared, and moved up
+// when it came later; a constant operand, RT-DETR's anchors, is gathered as a constant that
+// broadcasts over the batch), writing the gather's output. Repeats while a gather moves; returns
+// the number of ops moved. r18vd: the encoder box head (3 linears and the anchor add) runs on
+// the 300 selected rows instead of 8400 (gather_early.cpp says why). Opt-in (not yet measured on
+// the H200): DETFORGE_EXTRA_PASSES=gather_early. Runs before the epilogue fusions, so that the
+// anchor add becomes the last linear's residual.
+int gather_rows_early(Graph& g);
+// Two or more stackable linears of one input, each read only as the value (input 0) of
+// ms_deform_attn ops: one linear with the stacked weights writes [Lv, sum N_i], and each op
+// reads its value from column sum_{j<i} N_j (attr v_col; row stride the merged width). r18vd:
+// the three decoder layers' value_proj, 8400 x 256 each, become one 8400 x 768 GEMM, 2 launches
+// fewer (merge_values.cpp says why). Returns the number of linears merged. Opt-in (not yet measured on the H200):
+// DETFORGE_EXTRA_PASSES=merge_values.
+int merge_value_projections(Graph& g);
 // Removes ops whose outputs reach no graph output, and unreferenced tensors.
 int eliminate_dead_code(Graph& g);
 
@@ -96,7 +116,8 @@ int eliminate_dead_code(Graph& g);
 // merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds leaves those optional
 // passes out (A/B runs);
 // residual_on_long_branch there makes fuse_residual_adds choose without path costs.
-// DETFORGE_EXTRA_PASSES=distribute_adds runs the passes that are off by default.
+// DETFORGE_EXTRA_PASSES=distribute_adds,gather_early,merge_values runs the passes that are off
+// by default.
 PassStats optimize(Graph& g);
 
 }  // namespace detforge::graph

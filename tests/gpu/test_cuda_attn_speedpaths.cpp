@@ -315,6 +315,70 @@ TEST_P(CudaAttnSpeedPaths, MsDeformAttnOnColumnSlicesOfOneBufferEqualsPackedInpu
                Error);
 }
 
+// graph::merge_value_projections hands each decoder layer's ms_deform_attn its value as a column
+// slice of one [B*Lv, 3*C] tensor (layer i's channels from column i*C). Any slice must give the
+// packed value's output bit for bit: the merged layout (vector path, slices 0 and 2) and an odd
+// row stride (3*C + 1 elements, slice at column 1: not whole 16-byte packs, so the v1 kernel).
+// Pad columns hold NaN, so a kernel reading outside its slice gives NaN.
+TEST_P(CudaAttnSpeedPaths, MsDeformAttnOnValueColumnSlicesEqualsPackedValue) {
+  const int rt[8][2] = {{80, 80}, {40, 40}, {20, 20}};
+  const DeformCase cases[] = {
+      {1, 300, 256, 8, 3, 4, {}, 0, 0, "vector, RT-DETR decoder (d 32, Lv 8400)"},
+      {2, 300, 512, 8, 3, 4, {}, 0, 0, "vector, d 64, batch 2"},
+  };
+  struct Layout {
+    int col_in_c, extra;  // value at column col_in_c * C (+1 with extra), row stride 3 * C + extra
+    bool vec;
+    const char* what;
+  };
+  const Layout layouts[] = {{0, 0, true, "slice 0 of [v0 | v1 | v2]"},
+                            {2, 0, true, "slice 2 of [v0 | v1 | v2]"},
+                            {1, 1, false, "column C + 1 of rows 3C + 1 wide (v1 kernel)"}};
+  uint32_t seed = 1300;
+  for (auto cs : cases) {
+    for (int l = 0; l < 8; ++l) {
+      cs.hw[l][0] = rt[l][0];
+      cs.hw[l][1] = rt[l][1];
+    }
+    const DeformData dd = make_deform_data(cs, half(), seed += 10);
+    const int B = cs.B, Q = cs.Q, C = cs.C;
+    SCOPED_TRACE(std::string(cs.path) + ": B " + std::to_string(B) + " C " + std::to_string(C));
+    DevBuf dv(dd.value, half()), doff(dd.off, half()), dl(dd.logits, half()), dr(dd.ref, half()), dps(dd.ps, half()),
+        want((size_t)B * Q * C, half());
+    cuda::ms_deform_attn(dv.get(), doff.get(), dl.get(), dr.get(), dps.get(), want.get(), B, dd.Lv, Q, C, dd.sh, half(),
+                         nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto w = want.download();
+    for (const auto& lay : layouts) {
+      SCOPED_TRACE(lay.what);
+      const int ld = 3 * C + lay.extra, col = lay.col_in_c * C + lay.extra;
+      std::vector<float> merged((size_t)B * dd.Lv * ld, NAN);
+      for (size_t r = 0; r < (size_t)B * dd.Lv; ++r)
+        std::copy_n(dd.value.begin() + r * C, C, merged.begin() + r * ld + col);
+      DevBuf dm(merged, half()), got((size_t)B * Q * C, half());
+      const void* pv = static_cast<const char*>(dm.get()) + (size_t)col * (half() ? 2 : 4);
+      EXPECT_EQ(cuda::ms_deform_attn_vec_path(pv, got.get(), C, cs.heads, half(), ld), lay.vec);
+      cuda::ms_deform_attn(pv, doff.get(), dl.get(), dr.get(), dps.get(), got.get(), B, dd.Lv, Q, C, dd.sh, half(),
+                           nullptr, {0, 0, ld});
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto g = got.download();
+      const auto diff = std::mismatch(g.begin(), g.end(), w.begin());  // NaN never equals: caught too
+      EXPECT_TRUE(diff.first == g.end()) << "element " << (diff.first - g.begin()) << ": " << *diff.first
+                                         << " vs packed " << *diff.second;
+    }
+  }
+  // A value row stride below C is refused.
+  DeformShape sh;
+  sh.heads = 1;
+  sh.levels = 1;
+  sh.points = 2;
+  sh.H[0] = sh.W[0] = 2;
+  DevBuf buf(std::vector<float>(256, 0.f), half()), dout((size_t)64, half());
+  EXPECT_THROW(cuda::ms_deform_attn(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), dout.get(), 1, 4, 2, 32, sh,
+                                    half(), nullptr, {0, 0, 31}),
+               Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Storage, CudaAttnSpeedPaths, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "fp16" : "fp32"; });
 

@@ -264,18 +264,24 @@ std::vector<int32_t> topk_ref(const std::vector<float>& s, int B, int L, int N, 
   return out;
 }
 
-// Runs topk_rows on scores uploaded `elem_off` elements past a 16-byte boundary.
-std::vector<int32_t> topk_dev(const std::vector<float>& s, int B, int L, int N, int k, bool half, int elem_off = 0) {
+// Runs topk_rows on scores uploaded `elem_off` elements past a 16-byte boundary; with `split`,
+// through the two-kernel path (row-max keys in a scratch buffer, then the selection).
+std::vector<int32_t> topk_dev(const std::vector<float>& s, int B, int L, int N, int k, bool half, int elem_off = 0,
+                              bool split = false) {
   std::vector<float> pad(elem_off, 0.f);
   pad.insert(pad.end(), s.begin(), s.end());
   DevBuf ds(pad, half);
   int32_t* didx = nullptr;
+  uint32_t* keys = nullptr;
   if (cudaMalloc(&didx, sizeof(int32_t) * B * k) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+  if (split && cudaMalloc(&keys, sizeof(uint32_t) * B * L) != cudaSuccess) throw std::runtime_error("cudaMalloc");
   cudaMemset(didx, 0xff, sizeof(int32_t) * B * k);  // poison: -1
-  cuda::topk_rows(static_cast<const char*>(ds.get()) + elem_off * (half ? 2 : 4), didx, B, L, N, k, half, nullptr);
+  if (keys) cudaMemset(keys, 0xff, sizeof(uint32_t) * B * L);
+  cuda::topk_rows(static_cast<const char*>(ds.get()) + elem_off * (half ? 2 : 4), didx, B, L, N, k, half, nullptr, keys);
   std::vector<int32_t> got((size_t)B * k);
   cudaMemcpy(got.data(), didx, sizeof(int32_t) * B * k, cudaMemcpyDeviceToHost);
   cudaFree(didx);
+  cudaFree(keys);
   return got;
 }
 
@@ -301,11 +307,15 @@ TEST_P(CudaKernel, TopkRowsWithManyTiesNanAndInfMatchesSortedHostReference) {
     s = quantize(s, half());
     for (int k : {300, 1024, 1500, 8400}) {
       for (int off : {0, 1}) {
-        SCOPED_TRACE("N " + std::to_string(N) + " k " + std::to_string(k) + " offset " + std::to_string(off));
-        const auto want = topk_ref(s, B, L, N, k);
-        ASSERT_EQ(want[0], 4000);
-        const auto got = topk_dev(s, B, L, N, k, half(), off);
-        for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "image " << i / k << " rank " << i % k;
+        for (bool split : {false, true}) {
+          SCOPED_TRACE("N " + std::to_string(N) + " k " + std::to_string(k) + " offset " + std::to_string(off) +
+                       (split ? " split" : ""));
+          const auto want = topk_ref(s, B, L, N, k);
+          ASSERT_EQ(want[0], 4000);
+          const auto got = topk_dev(s, B, L, N, k, half(), off, split);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_EQ(got[i], want[i]) << "image " << i / k << " rank " << i % k;
+        }
       }
     }
   }
@@ -331,8 +341,29 @@ TEST_P(CudaKernel, TopkRowsSmallShapesIncludingKOneAndKAll) {
       SCOPED_TRACE("B " + std::to_string(cs.B) + " L " + std::to_string(cs.L) + " N " + std::to_string(cs.N) +
                    " k " + std::to_string(k));
       const auto want = topk_ref(s, cs.B, cs.L, cs.N, k);
-      const auto got = topk_dev(s, cs.B, cs.L, cs.N, k, half());
-      EXPECT_EQ(got, want);
+      EXPECT_EQ(topk_dev(s, cs.B, cs.L, cs.N, k, half()), want);
+      EXPECT_EQ(topk_dev(s, cs.B, cs.L, cs.N, k, half(), 0, true), want) << "split";
+    }
+  }
+}
+
+TEST_P(CudaKernel, TopkRowsWideRowsSplitEqualsOneKernel) {
+  // COCO's 80 classes (10 fp16 / 20 fp32 packs per row: the split's vector row max, the one
+  // kernel's scalar path), 91 (odd: element loads in both), at batch 3 with NaN rows and ties.
+  const int B = 3, L = 8400;
+  for (int N : {80, 91}) {
+    auto s = random_vec((size_t)B * L * N, -8, 4, 120 + N);
+    for (auto& v : s) v = std::round(v * 32.f) / 32.f + 0.f;
+    for (int c = 0; c < N; c += 7) s[((size_t)1 * L + 77) * N + c] = NAN;
+    for (int c = 0; c < N; ++c) s[((size_t)2 * L + 8000) * N + c] = 5.f;  // the best row of image 2
+    s = quantize(s, half());
+    for (int k : {300, 1024}) {
+      SCOPED_TRACE("N " + std::to_string(N) + " k " + std::to_string(k));
+      const auto want = topk_ref(s, B, L, N, k);
+      ASSERT_EQ(want[k], 77);
+      ASSERT_EQ(want[2 * k], 8000);
+      EXPECT_EQ(topk_dev(s, B, L, N, k, half()), want);
+      EXPECT_EQ(topk_dev(s, B, L, N, k, half(), 0, true), want) << "split";
     }
   }
 }
@@ -351,6 +382,12 @@ TEST_P(CudaKernel, GatherRowsAndBoxRefine) {
     for (int i = 0; i < K; ++i)
       for (int c = 0; c < C; ++c) want[((size_t)b * K + i) * C + c] = x[((size_t)b * L + idx[b * K + i]) * C + c];
   EXPECT_TRUE(close(dy.download(), want, 0, 0));
+  // A constant table (graph::gather_rows_early's anchors): image b reads rows of the same [L, C].
+  cuda::gather_rows(dx.get(), di, dy.get(), B, L, K, C, half(), nullptr, true);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < K; ++i)
+      for (int c = 0; c < C; ++c) want[((size_t)b * K + i) * C + c] = x[(size_t)idx[b * K + i] * C + c];
+  EXPECT_TRUE(close(dy.download(), want, 0, 0)) << "broadcast table";
   cudaFree(di);
 
   // box_refine, including saturated references (0, 1 and beyond) where the clamp matters.

@@ -43,7 +43,8 @@ bool input_must_be_activation(OpKind k, size_t i) {
     case OpKind::conv2d: case OpKind::linear: case OpKind::layer_norm: return i == 0 || i == 3;
     case OpKind::ms_deform_attn: return i < 4;
     case OpKind::attention: return i < 3;
-    case OpKind::gather_rows: case OpKind::box_refine: return i < 2;
+    case OpKind::gather_rows: return i == 1;  // a constant table is gathered per image (gather_rows_early)
+    case OpKind::box_refine: return i < 2;
     case OpKind::add: case OpKind::concat: return false;  // add swaps a const to b; concat checked below
     default: return i == 0;
   }
@@ -88,6 +89,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);
   ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
+  topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", 0, 0, 1) != 0;
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
   late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took

@@ -415,23 +415,28 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
         sh.W[l] = ss.at(l).at(1).get<int>();
         sh.start[l] = ls.at(l).get<int>();
       }
-      const int Lv = (int)shape(0)[0], C = (int)shape(0)[1], Q = (int)shape(1)[0];
-      // offsets and logits may be column slices of one tensor (graph::merge_deform_projections);
-      // the engine checked at load that they lie inside it (graph::deform_columns_error).
+      // offsets and logits may be column slices of one tensor (graph::merge_deform_projections),
+      // the value a slice of the merged value projection (graph::merge_value_projections); the
+      // engine checked at load that they lie inside their inputs (graph::deform_columns_error).
       const auto cols = graph::deform_columns(g_, op);
-      ms_deform_attn(in(0), in_col(1, cols.off_col), in_col(2, cols.aw_col), in(3), in(4), y, B, Lv, Q, C, sh, half_, s,
-                     {(int)cols.off_ld, (int)cols.aw_ld});
+      const int Lv = (int)shape(0)[0], C = (int)cols.v_width, Q = (int)shape(1)[0];
+      ms_deform_attn(in_col(0, cols.v_col), in_col(1, cols.off_col), in_col(2, cols.aw_col), in(3), in(4), y, B, Lv, Q,
+                     C, sh, half_, s, {(int)cols.off_ld, (int)cols.aw_ld, (int)cols.v_ld});
       break;
     }
     case OpKind::topk_rows: {
       const auto& x = shape(0);
-      topk_rows(in(0), static_cast<int32_t*>(y), B, (int)x[0], (int)x[1], op.attr_int("k"), half_, s);
+      // Split: B*L 4-byte keys (4 MiB at batch 64, L 16384) in the stream's 64 MiB workspace.
+      const bool split = topk_split_ && static_cast<size_t>(B) * x[0] * 4 <= workspace_bytes_;
+      topk_rows(in(0), static_cast<int32_t*>(y), B, (int)x[0], (int)x[1], op.attr_int("k"), half_, s,
+                split ? static_cast<uint32_t*>(ws) : nullptr);
       break;
     }
     case OpKind::gather_rows: {
       const auto& x = shape(0);
       const int K = static_cast<int>(g_.tensor(op.inputs[1]).numel());
-      gather_rows(in(0), static_cast<const int32_t*>(in(1)), y, B, (int)x[0], K, (int)(g_.tensor(op.inputs[0]).numel() / x[0]), half_, s);
+      gather_rows(in(0), static_cast<const int32_t*>(in(1)), y, B, (int)x[0], K, (int)(g_.tensor(op.inputs[0]).numel() / x[0]), half_, s,
+                  g_.tensor(op.inputs[0]).is_const);
       break;
     }
     case OpKind::box_refine:

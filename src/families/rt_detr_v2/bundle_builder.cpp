@@ -83,6 +83,8 @@ BuildReport build_bundle(const BuildOptions& opt, const std::function<void(const
                              {"merged_qk_projections", rep.passes.merged_qk_projections},
                              {"merged_deform_projections", rep.passes.merged_deform_projections},
                              {"distributed_adds", rep.passes.distributed_adds},
+                             {"gathered_early", rep.passes.gathered_early},
+                             {"merged_value_projections", rep.passes.merged_value_projections},
                              {"removed_ops", rep.passes.removed_ops}}}}},
   };
   write_bundle_atomically(opt.output, header, {BundleSection("graph", graph_text), BundleSection("weights", ser.weights)});

@@ -7,8 +7,10 @@
 //   sample = bilinear over the 4 corners nw, ne, sw, se; a corner outside the map adds 0
 //   out[q, h*dh + d] = sum over l (major), p (minor) of aw * sample
 // Value is [Lv, C] with level l's tokens at level_start[l] + y*W + x, channel h*dh + d.
-// Offsets and logits are column slices (graph::deform_columns): row q of the offsets starts at
-// offs + q*off_ld + off_col; both may be one [Q, 288] tensor (graph::merge_deform_projections).
+// Offsets, logits and value are column slices (graph::deform_columns): row q of the offsets
+// starts at offs + q*off_ld + off_col; both may be one [Q, 288] tensor
+// (graph::merge_deform_projections), and the value token t at value + t*v_ld + v_col (the three
+// decoder layers' values one [Lv, 768] tensor, graph::merge_value_projections).
 #include <algorithm>
 #include <cmath>
 
@@ -33,11 +35,11 @@ class MsDeformAttnStep final : public Step {
     const auto& value = in_tensor(cc, op, 0);
     expect_rank(op, value, 2);
     Lv_ = value.shape[0];
-    C_ = value.shape[1];
-    if (C_ % heads_ != 0) op_fail(op, "heads do not divide value width " + std::to_string(C_));
-    dh_ = C_ / heads_;
     if (const auto why = graph::deform_columns_error(cc.g, op); !why.empty()) op_fail(op, why);
     cols_ = graph::deform_columns(cc.g, op);
+    C_ = cols_.v_width;
+    if (C_ % heads_ != 0) op_fail(op, "heads do not divide the value width " + std::to_string(C_));
+    dh_ = C_ / heads_;
     Q_ = in_tensor(cc, op, 1).shape[0];
     const int64_t LP = levels_ * points_;
     expect_shape(op, in_tensor(cc, op, 3), {Q_, 4});
@@ -101,7 +103,7 @@ class MsDeformAttnStep final : public Step {
       std::fill(out, out + dh, 0.f);
       for (int l = 0; l < NL; ++l) {
         const int64_t Hl = H_[l], Wl = W_[l];
-        const float* vl = value + start_[l] * C + h * dh;
+        const float* vl = value + start_[l] * cols_.v_ld + cols_.v_col + h * dh;
         for (int p = 0; p < NP; ++p) {
           const int i = l * NP + p;
           const float lx = rx + off[i * 2 + 0] * ps[i] * rw * os;
@@ -130,7 +132,7 @@ class MsDeformAttnStep final : public Step {
           auto row = [&](int64_t yy, int64_t xx) {
             yy = std::clamp<int64_t>(yy, 0, Hl - 1);
             xx = std::clamp<int64_t>(xx, 0, Wl - 1);
-            return vl + (yy * Wl + xx) * C;
+            return vl + (yy * Wl + xx) * cols_.v_ld;
           };
           const float *vnw = row(y0, x0), *vne = row(y0, x1), *vsw = row(y1, x0), *vse = row(y1, x1);
 #pragma omp simd

@@ -72,26 +72,33 @@ struct DeformShape {
   int H[8] = {}, W[8] = {}, start[8] = {};
   float offset_scale = 0.5f;
 };
-// Row strides of off and logits in elements (0 = packed: H*levels*points*2 and H*levels*points):
-// both may be column slices of one merged projection (graph::merge_deform_projections), the
-// pointers then at their first column.
+// Row strides of off, logits and value in elements (0 = packed: H*levels*points*2,
+// H*levels*points and C): off and logits may be column slices of one merged projection
+// (graph::merge_deform_projections), value a column slice of the decoder layers' merged value
+// projection (graph::merge_value_projections), the pointers then at their first column.
 struct DeformLd {
-  int off = 0, logits = 0;
+  int off = 0, logits = 0, value = 0;
 };
 void ms_deform_attn(const void* value, const void* off, const void* logits, const void* ref, const void* pscale,
                     void* out, int B, int Lv, int Q, int C, const DeformShape& sh, bool half, cudaStream_t s,
                     DeformLd ld = {});
 // Whether ms_deform_attn takes its vector kernel for these value/out pointers (for tests and
-// profiles): head dim 32 or 64, 16-byte aligned value and out. Offsets and logits play no part.
-bool ms_deform_attn_vec_path(const void* value, const void* out, int C, int heads, bool half);
+// profiles): head dim 32 or 64, 16-byte aligned value and out, value rows (v_ld elements, 0 = C)
+// a whole number of 16-byte packs. Offsets and logits play no part.
+bool ms_deform_attn_vec_path(const void* value, const void* out, int C, int heads, bool half, int v_ld = 0);
 
 // topk_rows.cu: scores[B,L,N] -> idx[B,k] (int32): the k rows with the largest maximum, sorted
-// descending, ties by lower index. Needs L <= topk_rows_max_len().
+// descending, ties by lower index. Needs L <= topk_rows_max_len(). With key_ws (B*L 4-byte keys
+// of device scratch), k <= 1024 takes two kernels: the row maxima over the whole grid, then the
+// selection from those keys (the same result).
 int topk_rows_max_len();
-void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s);
+void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s,
+               uint32_t* key_ws = nullptr);
 
-// gather_rows.cu: x[B,L,C], idx[B,K] -> y[B,K,C]. Indices out of range give zeros.
-void gather_rows(const void* x, const int32_t* idx, void* y, int B, int L, int K, int C, bool half, cudaStream_t s);
+// gather_rows.cu: x[B,L,C], idx[B,K] -> y[B,K,C]. Indices out of range give zeros. With
+// x_broadcast, x is one [L,C] table read by every image (a graph constant).
+void gather_rows(const void* x, const int32_t* idx, void* y, int B, int L, int K, int C, bool half, cudaStream_t s,
+                 bool x_broadcast = false);
 
 // box_refine.cu: y = sigmoid(delta + inverse_sigmoid(ref)), n elements, fp32 math.
 void box_refine(const void* delta, const void* ref, void* y, int64_t n, bool half, cudaStream_t s);

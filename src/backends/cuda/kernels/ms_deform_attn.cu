@@ -4,7 +4,8 @@
 // level-major, point-minor order, as transformers does. Head dim 32/64 with 16-byte aligned
 // value/out takes the vector path (ms_deform_attn_vec_k, below); other shapes this kernel.
 // Offsets and logits are read one element at a time, row bq at off + bq * rs.off (DeformLd):
-// they may be column slices of one merged projection at any element offset.
+// they may be column slices of one merged projection at any element offset. Value token t of
+// image b is at value + (b * Lv + t) * rs.value (a column slice of the merged value projection).
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -32,13 +33,13 @@ __global__ void ms_deform_attn_k(const T* value, const T* off, const T* logits, 
   const T* rf = ref + bq * 4;
   const float rx = ld(rf, 0), ry = ld(rf, 1), rw = ld(rf, 2), rh = ld(rf, 3);
   const T* of = off + bq * rs.off + h * LP * 2;
-  const T* vb = value + (int64_t)b * Lv * C + h * d;
+  const T* vb = value + (int64_t)b * Lv * rs.value + h * d;
   const int d_pad = (d + 31) / 32 * 32;  // whole warp stays in the loop for the shuffles
   for (int c = lane; c < d_pad; c += 32) {
     float acc = 0.f;
     for (int l = 0; l < sh.levels; ++l) {
       const int Hl = sh.H[l], Wl = sh.W[l];
-      const T* vl = vb + (int64_t)sh.start[l] * C;
+      const T* vl = vb + (int64_t)sh.start[l] * rs.value;
       for (int p = 0; p < sh.points; ++p) {
         const int j = l * sh.points + p;
         const float aw = __shfl_sync(0xffffffffu, w, j);
@@ -52,12 +53,12 @@ __global__ void ms_deform_attn_k(const T* value, const T* off, const T* logits, 
         if (c >= d) continue;
         float s = 0.f;
         if (y0 >= 0 && y0 < Hl) {
-          if (x0 >= 0 && x0 < Wl) s += (1.f - fx) * (1.f - fy) * ld(vl, ((int64_t)y0 * Wl + x0) * C + c);
-          if (x0 + 1 >= 0 && x0 + 1 < Wl) s += fx * (1.f - fy) * ld(vl, ((int64_t)y0 * Wl + x0 + 1) * C + c);
+          if (x0 >= 0 && x0 < Wl) s += (1.f - fx) * (1.f - fy) * ld(vl, ((int64_t)y0 * Wl + x0) * rs.value + c);
+          if (x0 + 1 >= 0 && x0 + 1 < Wl) s += fx * (1.f - fy) * ld(vl, ((int64_t)y0 * Wl + x0 + 1) * rs.value + c);
         }
         if (y0 + 1 >= 0 && y0 + 1 < Hl) {
-          if (x0 >= 0 && x0 < Wl) s += (1.f - fx) * fy * ld(vl, ((int64_t)(y0 + 1) * Wl + x0) * C + c);
-          if (x0 + 1 >= 0 && x0 + 1 < Wl) s += fx * fy * ld(vl, ((int64_t)(y0 + 1) * Wl + x0 + 1) * C + c);
+          if (x0 >= 0 && x0 < Wl) s += (1.f - fx) * fy * ld(vl, ((int64_t)(y0 + 1) * Wl + x0) * rs.value + c);
+          if (x0 + 1 >= 0 && x0 + 1 < Wl) s += fx * fy * ld(vl, ((int64_t)(y0 + 1) * Wl + x0 + 1) * rs.value + c);
         }
         acc += aw * s;
       }
@@ -156,7 +157,7 @@ __global__ void ms_deform_attn_vec_k(const T* value, const T* off, const T* logi
   cr[3] = pt && vy1 && vx1 ? st0 + (y0 + 1) * Wl + x0 + 1 : -1;
 
   const int grp = lane / LPG, li = lane % LPG;
-  const T* vb = value + (int64_t)b * Lv * C + h * d + li * V;
+  const T* vb = value + (int64_t)b * Lv * rs.value + h * d + li * V;
   float acc[V];
 #pragma unroll
   for (int c = 0; c < V; ++c) acc[c] = 0.f;
@@ -174,7 +175,7 @@ __global__ void ms_deform_attn_vec_k(const T* value, const T* off, const T* logi
         const int rc = __shfl_sync(0xffffffffu, cr[c], src);
         const bool use = j < LP && rc >= 0;
         w[u][c] = use ? wc : 0.f;
-        raw[u][c] = use ? __ldg(reinterpret_cast<const uint4*>(vb + (int64_t)rc * C)) : make_uint4(0, 0, 0, 0);
+        raw[u][c] = use ? __ldg(reinterpret_cast<const uint4*>(vb + (int64_t)rc * rs.value)) : make_uint4(0, 0, 0, 0);
       }
     }
 #pragma unroll
@@ -194,18 +195,20 @@ __global__ void ms_deform_attn_vec_k(const T* value, const T* off, const T* logi
 }
 
 // The vector path's conditions: head dim 32 or 64 (lanes per group a power of two), 16-byte
-// aligned value/out with C a multiple of the 16-byte pack. Offsets and logits take no part: the
-// kernel loads them per element (scalar 2- or 4-byte loads), whatever their column and stride.
-bool ms_deform_vec_ok(const void* value, const void* out, int C, int heads, bool half) {
+// aligned value/out with C and the value row stride multiples of the 16-byte pack. Offsets and
+// logits take no part: the kernel loads them per element (scalar 2- or 4-byte loads), whatever
+// their column and stride.
+bool ms_deform_vec_ok(const void* value, const void* out, int C, int heads, bool half, int v_ld) {
   if (heads <= 0 || C % heads != 0) return false;
   const int d = C / heads, V = half ? 8 : 4;
-  return (d == 32 || d == 64) && C % V == 0 && aligned16(value) && aligned16(out);
+  if (v_ld == 0) v_ld = C;
+  return (d == 32 || d == 64) && C % V == 0 && v_ld % V == 0 && aligned16(value) && aligned16(out);
 }
 
 }  // namespace
 
-bool ms_deform_attn_vec_path(const void* value, const void* out, int C, int heads, bool half) {
-  return ms_deform_vec_ok(value, out, C, heads, half);
+bool ms_deform_attn_vec_path(const void* value, const void* out, int C, int heads, bool half, int v_ld) {
+  return ms_deform_vec_ok(value, out, C, heads, half, v_ld);
 }
 
 void ms_deform_attn(const void* value, const void* off, const void* logits, const void* ref, const void* pscale,
@@ -216,13 +219,15 @@ void ms_deform_attn(const void* value, const void* off, const void* logits, cons
   const int hlp = sh.heads * sh.levels * sh.points;
   if (rs.off == 0) rs.off = 2 * hlp;
   if (rs.logits == 0) rs.logits = hlp;
-  if (rs.off < 2 * hlp || rs.logits < hlp)
-    throw Error("ms_deform_attn: row strides " + std::to_string(rs.off) + "/" + std::to_string(rs.logits) +
-                " below the widths " + std::to_string(2 * hlp) + "/" + std::to_string(hlp));
+  if (rs.value == 0) rs.value = C;
+  if (rs.off < 2 * hlp || rs.logits < hlp || rs.value < C)
+    throw Error("ms_deform_attn: row strides " + std::to_string(rs.off) + "/" + std::to_string(rs.logits) + "/" +
+                std::to_string(rs.value) + " below the widths " + std::to_string(2 * hlp) + "/" +
+                std::to_string(hlp) + "/" + std::to_string(C));
   const int64_t warps = (int64_t)B * Q * sh.heads;
   const int per_block = 4;
   unsigned blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
-  if (warps > 0 && ms_deform_vec_ok(value, out, C, sh.heads, half)) {
+  if (warps > 0 && ms_deform_vec_ok(value, out, C, sh.heads, half, rs.value)) {
     DF_DISPATCH(half, T,
                 launch(ms_deform_attn_vec_k<T>, blocks, per_block * 32, 0, s, (const T*)value, (const T*)off,
                        (const T*)logits, (const T*)ref, (const T*)pscale, (T*)out, B, Lv, Q, C, sh, rs));

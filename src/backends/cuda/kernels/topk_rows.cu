@@ -13,6 +13,12 @@
 // 13) and none once the k-th key's bin is wholly taken, a gather split over the 32 warps, and a
 // rank sort (2 barriers) of the k candidates. Everything runs on one SM, so the cost is the
 // instructions per row: 4 schedulers for 8400 rows.
+// v6, split (key_ws given; DETFORGE_CUDA_TOPK_SPLIT, off by default, not yet timed): the row
+// maxima come from a grid-wide kernel (one thread per row, ceil(L/256) x B blocks) as 4-byte
+// keys, and the select kernel reads those instead of the rows. Why: it took 16.4 us of the fp16
+// batch-1 forward (8-class model, H200, ab-2026-12-04-session12) alone on one SM, and for COCO's
+// 80 classes every 160-byte row goes through the scalar path (80 2-byte loads, 1.34 MB per
+// image on one SM).
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -61,6 +67,40 @@ __device__ __forceinline__ float row_max(const T* r, int N) {
   float m = ld(r, 0);
   for (int c = 1; c < N; ++c) m = max_nan(m, ld(r, c));
   return m;
+}
+
+// The same maximum over np whole 16-byte packs (a runtime count: COCO's 80 fp16 classes are 10).
+__device__ __forceinline__ float packs_row_max(const Pack<float>* r, int np) {
+  float m = r[0].v[0];
+  for (int q = 0; q < np; ++q) {
+    const Pack<float> p = r[q];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) m = max_nan(m, p.v[e]);
+  }
+  return m;
+}
+__device__ __forceinline__ float packs_row_max(const Pack<__half>* r, int np) {
+  const Pack<__half> p0 = r[0];
+  __half2 a = *reinterpret_cast<const __half2*>(&p0.v[0]);
+  for (int q = 0; q < np; ++q) {
+    const Pack<__half> p = r[q];
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) a = __hmax2_nan(a, *reinterpret_cast<const __half2*>(&p.v[e]));
+  }
+  return __half2float(__hmax_nan(__low2half(a), __high2half(a)));
+}
+
+// v6 split, first kernel: keys[b, i] = order_bits(max of row i of image b), rows of np 16-byte
+// packs (np = 0: element loads).
+template <class T>
+__global__ void topk_keys_k(const T* scores, uint32_t* keys, int L, int N, int np) {
+  pdl_wait_and_release();
+  const int b = blockIdx.y;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= L) return;
+  const T* row = scores + ((int64_t)b * L + i) * N;
+  const float m = np > 0 ? packs_row_max(reinterpret_cast<const Pack<T>*>(row), np) : row_max(row, N);
+  keys[(int64_t)b * L + i] = order_bits(m);
 }
 
 template <class T>
@@ -163,12 +203,14 @@ __device__ __forceinline__ void sum_hist(const unsigned* whist, unsigned* hist) 
 }
 
 // Per image: row maxima -> order keys in shared memory (16-byte loads when a row is NP whole
-// packs; NP = 0 is the scalar path) with the first radix histogram folded in; radix passes on
+// packs; NP = 0 is the scalar path; NP = -1 reads the keys topk_keys_k wrote to gkeys) with the
+// first radix histogram folded in; radix passes on
 // bits 23..16, 15..8, 7..0 until the k-th key's bin holds only taken rows; the rows above it and
 // the lowest-index ties gathered; a rank sort of those k. Same result as sorting all L rows by
 // (row max desc, index asc).
 template <class T, int NP>
-__global__ void __launch_bounds__(kThreads) topk_select_k(const T* scores, int32_t* idx, int L, int N, int k) {
+__global__ void __launch_bounds__(kThreads) topk_select_k(const T* scores, const uint32_t* gkeys, int32_t* idx, int L,
+                                                          int N, int k) {
   pdl_wait_and_release();
   extern __shared__ uint32_t skey[];  // L keys, larger = better
   __shared__ __align__(16) unsigned hist[256];
@@ -186,7 +228,30 @@ __global__ void __launch_bounds__(kThreads) topk_select_k(const T* scores, int32
 
   // Pass 0 histogram (bits 31..24) while the keys are in registers.
   uint32_t k_and = ~0u, k_or = 0u;
-  if constexpr (NP > 0) {
+  if constexpr (NP < 0) {
+    constexpr int U = 8;  // keys in flight per thread
+    const uint32_t* gk = gkeys + (int64_t)b * L;
+    for (int base = 0; base < L; base += kThreads * U) {
+      uint32_t kk[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = base + u * kThreads + tid;
+        kk[u] = i < L ? gk[i] : 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = base + u * kThreads + tid;
+        uint32_t bin = kNoBin;
+        if (i < L) {
+          skey[i] = kk[u];
+          k_and &= kk[u];
+          k_or |= kk[u];
+          bin = kk[u] >> 24;
+        }
+        hist_add(whist + warp * kHistStride, bin);
+      }
+    }
+  } else if constexpr (NP > 0) {
     constexpr int U = 8 / NP;  // rows in flight per thread: U * NP 16-byte loads
     const Pack<T>* rows = reinterpret_cast<const Pack<T>*>(sb);
     for (int base = 0; base < L; base += kThreads * U) {
@@ -340,7 +405,8 @@ __global__ void __launch_bounds__(kThreads) topk_select_k(const T* scores, int32
 
 int topk_rows_max_len() { return kMaxLen; }
 
-void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s) {
+void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s,
+               uint32_t* key_ws) {
   if (L > kMaxLen) throw Error("topk_rows: " + std::to_string(L) + " rows exceed the CUDA limit of " +
                                std::to_string(kMaxLen));
   if (k > L) throw Error("topk_rows: k = " + std::to_string(k) + " exceeds the " + std::to_string(L) + " rows");
@@ -349,12 +415,22 @@ void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, boo
   if (k <= kSelMax) {
     const size_t smem = sizeof(uint32_t) * L;
     const size_t row_bytes = static_cast<size_t>(N) * (half ? 2 : 4);
+    if (key_ws) {
+      const int np = aligned16(scores) && row_bytes % 16 == 0 ? static_cast<int>(row_bytes / 16) : 0;
+      DF_DISPATCH(half, T, {
+        launch(topk_keys_k<T>, dim3((L + 255) / 256, B), 256, 0, s, (const T*)scores, key_ws, L, N, np);
+        DF_CUDA(cudaFuncSetAttribute(topk_select_k<T, -1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(sizeof(uint32_t) * kMaxLen)));
+        launch(topk_select_k<T, -1>, B, kThreads, smem, s, (const T*)scores, (const uint32_t*)key_ws, idx, L, N, k);
+      });
+      return;
+    }
     const int np = aligned16(scores) && (row_bytes == 16 || row_bytes == 32) ? static_cast<int>(row_bytes / 16) : 0;
     DF_DISPATCH(half, T, {
       auto kern = np == 1 ? topk_select_k<T, 1> : np == 2 ? topk_select_k<T, 2> : topk_select_k<T, 0>;
       DF_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(sizeof(uint32_t) * kMaxLen)));
-      launch(kern, B, kThreads, smem, s, (const T*)scores, idx, L, N, k);
+      launch(kern, B, kThreads, smem, s, (const T*)scores, (const uint32_t*)nullptr, idx, L, N, k);
     });
     return;
   }
