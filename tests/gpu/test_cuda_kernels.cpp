@@ -451,6 +451,28 @@ TEST_P(CudaKernel, PoolingMatchesHostLoopOnVectorAndScalarPaths) {
   }
 }
 
+TEST_P(CudaKernel, MaxPoolQuadMatchesHostLoop) {
+  // The 3x3/2/1 max-pool at 2x2 outputs per thread: even and odd output sides (a last quad half
+  // outside), inputs of odd and even sides, 1x1; C = 24 and 64 (the stem's) take it, C = 6 falls
+  // back to the scalar kernel. Values on a coarse grid, so that many windows tie.
+  struct Case { int B, H, W, C; };
+  for (const Case cs : {Case{3, 9, 7, 24}, Case{2, 10, 12, 64}, Case{1, 1, 1, 24}, Case{2, 5, 2, 24},
+                        Case{1, 40, 40, 64}, Case{2, 9, 7, 6}}) {
+    const int Ho = (cs.H + 2 - 3) / 2 + 1, Wo = (cs.W + 2 - 3) / 2 + 1;
+    SCOPED_TRACE("B " + std::to_string(cs.B) + " " + std::to_string(cs.H) + "x" + std::to_string(cs.W) + " C " +
+                 std::to_string(cs.C) + " -> " + std::to_string(Ho) + "x" + std::to_string(Wo));
+    auto x = random_vec((size_t)cs.B * cs.H * cs.W * cs.C, -4, 4, 60 + cs.H + cs.C);
+    for (auto& v : x) v = std::round(v * 2.f) / 2.f + 0.f;
+    x = quantize(x, half());
+    DevBuf dx(x, half()), dq((size_t)cs.B * Ho * Wo * cs.C, half()), d1((size_t)cs.B * Ho * Wo * cs.C, half());
+    cuda::max_pool2d(dx.get(), dq.get(), cs.B, cs.H, cs.W, cs.C, Ho, Wo, 3, 2, 1, half(), nullptr, true);
+    cuda::max_pool2d(dx.get(), d1.get(), cs.B, cs.H, cs.W, cs.C, Ho, Wo, 3, 2, 1, half(), nullptr);
+    const auto want = pool_ref(x, cs.B, cs.H, cs.W, cs.C, Ho, Wo, 3, 2, 1, true);
+    EXPECT_TRUE(close(dq.download(), want, 0, 0)) << "quad";
+    EXPECT_EQ(dq.download(), d1.download()) << "quad against one output per thread";
+  }
+}
+
 TEST_P(CudaKernel, UpsampleAndConcatCopyExactlyOnVectorAndScalarPaths) {
   const int B = 2, H = 5, W = 3;
   for (int C : {16, 5}) {  // 16-byte kernel, scalar kernel

@@ -5,7 +5,8 @@
 //   16-byte and the scalar copies;
 // - late_value_ops' anchors and values on r18vd (host only);
 // - the r18vd engine with the merges on (default) against off, DETFORGE_CUDA_LATE_VALUE=1..3
-//   against 0 and 4, and DETFORGE_CUDA_TOPK_SPLIT=1 (the same keys): in fp16 the same outputs
+//   against 0 and 4, DETFORGE_CUDA_TOPK_SPLIT=1 (the same keys) and DETFORGE_CUDA_POOL_QUAD=1
+//   (the same maxima): in fp16 the same outputs
 //   bit for bit (the same kernels on the same bytes); in fp32 within 1e-4, since each fp32 engine times cuDNN's conv algorithms (cudnnFind) and two engines
 //   may take different ones (1-ulp output differences between merges on and off, call 2 of
 //   ab-2026-12-04-session12, where fp16 agreed bit for bit).
@@ -132,7 +133,8 @@ void r18vd_merges_same_outputs(const char* precision) {
       {"DETFORGE_CUDA_LATE_VALUE=3"},
       {"DETFORGE_CUDA_LATE_VALUE=4"},
       {"DETFORGE_CUDA_LATE_VALUE=0"},
-      {"DETFORGE_CUDA_TOPK_SPLIT=1"}};
+      {"DETFORGE_CUDA_TOPK_SPLIT=1"},
+      {"DETFORGE_CUDA_POOL_QUAD=1"}};
   std::vector<std::vector<HostTensor>> out;
   for (size_t k = 0; k < variants.size(); ++k) {
     std::string label = precision;

@@ -90,6 +90,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);
   ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
   topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", 0, 0, 1) != 0;
+  pool_quad_ = env_int("DETFORGE_CUDA_POOL_QUAD", 0, 0, 1) != 0;
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
   late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took

@@ -441,6 +441,9 @@ class CudaEngine : public Engine {
   // kernel into the op's stream workspace, then the one-SM selection from those keys
   // (kernels/topk_rows.cu v6 says why).
   bool topk_split_ = false;
+  // DETFORGE_CUDA_POOL_QUAD=1 (off, not yet timed): the stem's 3x3/2 max-pool computes 2x2
+  // outputs per thread (kernels/pool.cu says why).
+  bool pool_quad_ = false;
   std::vector<int> ln_add_of_;
   // DETFORGE_CUDA_UPSAMPLE_CONCAT (default 1): by tensor, for an upsample's output that its
   // concat reads upsampled from the source, that source; kNoTensor.

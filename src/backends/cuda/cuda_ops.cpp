@@ -337,8 +337,11 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
     case OpKind::avg_pool2d: {
       const auto& x = shape(0);
       const int k = op.attr_int("kernel"), st = op.attr_int_or("stride", k), pad = op.attr_int_or("pad", 0);
-      auto f = op.kind == OpKind::max_pool2d ? max_pool2d : avg_pool2d;
-      f(in(0), y, B, (int)x[0], (int)x[1], (int)x[2], (int)oshape[0], (int)oshape[1], k, st, pad, half_, s);
+      if (op.kind == OpKind::max_pool2d)
+        max_pool2d(in(0), y, B, (int)x[0], (int)x[1], (int)x[2], (int)oshape[0], (int)oshape[1], k, st, pad, half_, s,
+                   pool_quad_);
+      else
+        avg_pool2d(in(0), y, B, (int)x[0], (int)x[1], (int)x[2], (int)oshape[0], (int)oshape[1], k, st, pad, half_, s);
       break;
     }
     case OpKind::upsample_nearest2x: {

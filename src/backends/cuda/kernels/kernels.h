@@ -154,9 +154,10 @@ bool tile_linear_ok(int64_t rows, int N, int K, const void* x, const void* w, co
 void tile_linear(const void* x, const void* w, const void* bias, const void* res, void* y, int64_t rows, int N, int K,
                  Act act, bool early, cudaStream_t s);
 
-// pool.cu: NHWC pooling. pad never wins the max; avg divides by the in-bounds count.
+// pool.cu: NHWC pooling. pad never wins the max; avg divides by the in-bounds count. quad: the
+// 3x3/2/1 max-pool with 16-byte channel packs computes 2x2 outputs per thread.
 void max_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
-                bool half, cudaStream_t s);
+                bool half, cudaStream_t s, bool quad = false);
 void avg_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
                 bool half, cudaStream_t s);
 

@@ -113,9 +113,78 @@ __global__ void max_pool3s2_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, in
   }
 }
 
+// The same 3x3/2/1 max-pool, one thread per 2x2 block of output pixels (one 16-byte pack of
+// channels): their windows cover 5x5 input pixels, 25 loads for 4 outputs instead of 36. Why:
+// max_pool3s2_vec_k took 9.2 us at batch 1 (13 MB that the stem's last conv just wrote to L2;
+// H200 timeline, ab-2026-12-04-session12), about 3x the time of its bytes. Per output the same
+// taps as max_pool3s2_vec_k, masked the same way; the max is order-independent on the same
+// values (as fmaxf orders them, ties of -0 and +0 aside, which compare equal). Not yet timed:
+// DETFORGE_CUDA_POOL_QUAD=1.
+template <class T>
+__global__ void max_pool3s2_quad_k(const Pack<T>* x, Pack<T>* y, int B, int H, int W, int Cp, int Ho, int Wo) {
+  pdl_wait_and_release();
+  constexpr int N = Pack<T>::N;
+  const int Hq = (Ho + 1) / 2, Wq = (Wo + 1) / 2;
+  const int n = B * Hq * Wq * Cp;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const NhwcCoord<int> q = nhwc_coord(i, Hq, Wq, Cp);
+    // Input rows/cols 4q-1 .. 4q+3 of the 2x2 outputs 2q, 2q+1: clamped addresses, masked taps.
+    int ys[5], xs[5];
+    bool oky[5], okx[5];
+#pragma unroll
+    for (int d = 0; d < 5; ++d) {
+      const int iy = q.y * 4 - 1 + d, ix = q.x * 4 - 1 + d;
+      oky[d] = iy >= 0 && iy < H;
+      okx[d] = ix >= 0 && ix < W;
+      ys[d] = min(max(iy, 0), H - 1);
+      xs[d] = min(max(ix, 0), W - 1);
+    }
+    const Pack<T>* img = x + (int64_t)q.b * H * W * Cp + q.c;
+    float acc[2][2][N];
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[a][b][e] = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < 5; ++r) {
+      Pack<T> v[5];
+#pragma unroll
+      for (int c = 0; c < 5; ++c) v[c] = img[((int64_t)ys[r] * W + xs[c]) * Cp];
+      if (!oky[r]) continue;
+#pragma unroll
+      for (int c = 0; c < 5; ++c) {
+        if (!okx[c]) continue;
+#pragma unroll
+        for (int a = 0; a < 2; ++a) {  // output row 2q.y + a takes input rows 2a .. 2a + 2
+          if (r < 2 * a || r > 2 * a + 2) continue;
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            if (c < 2 * b || c > 2 * b + 2) continue;
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[a][b][e] = fmaxf(acc[a][b][e], ld(v[c].v, e));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int oy = q.y * 2 + a, ox = q.x * 2 + b;
+        if (oy >= Ho || ox >= Wo) continue;
+        Pack<T> out;
+#pragma unroll
+        for (int e = 0; e < N; ++e) st(out.v, e, acc[a][b][e]);
+        y[(((int64_t)q.b * Ho + oy) * Wo + ox) * Cp + q.c] = out;
+      }
+  }
+}
+
 template <bool kMax>
 void pool(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad, bool half,
-          cudaStream_t s) {
+          cudaStream_t s, bool quad = false) {
   const int vec = half ? 8 : 4;
   if (C % vec == 0 && aligned16(x) && aligned16(y)) {
     const int Cp = C / vec;
@@ -123,7 +192,12 @@ void pool(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, in
     // 2^28: the most threads blocks_for launches (the grid-stride overshoot). Input offsets
     // are computed in int64 either way (multiplies only).
     const bool small = n + (int64_t{1} << 28) < INT32_MAX;
-    if (kMax && k == 3 && stride == 2 && pad == 1 && small) {
+    if (kMax && quad && k == 3 && stride == 2 && pad == 1 && small) {
+      const int64_t nq = (int64_t)B * ((Ho + 1) / 2) * ((Wo + 1) / 2) * Cp;
+      DF_DISPATCH(half, T,
+                  launch(max_pool3s2_quad_k<T>, blocks_for(nq, 128), 128, 0, s, (const Pack<T>*)x, (Pack<T>*)y, B, H,
+                         W, Cp, Ho, Wo));
+    } else if (kMax && k == 3 && stride == 2 && pad == 1 && small) {
       DF_DISPATCH(half, T,
                   launch(max_pool3s2_vec_k<T, int>, blocks_for(n, 256), 256, 0, s, (const Pack<T>*)x, (Pack<T>*)y, B, H,
                          W, Cp, Ho, Wo));
@@ -145,8 +219,8 @@ void pool(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, in
 }  // namespace
 
 void max_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
-                bool half, cudaStream_t s) {
-  pool<true>(x, y, B, H, W, C, Ho, Wo, k, stride, pad, half, s);
+                bool half, cudaStream_t s, bool quad) {
+  pool<true>(x, y, B, H, W, C, Ho, Wo, k, stride, pad, half, s, quad);
 }
 void avg_pool2d(const void* x, void* y, int B, int H, int W, int C, int Ho, int Wo, int k, int stride, int pad,
                 bool half, cudaStream_t s) {
