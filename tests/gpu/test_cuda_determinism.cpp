@@ -218,22 +218,18 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaCaptureHazards,
 
 // Op-by-op comparison of two DETFORGE_CUDA_SNAPSHOTS sets of one engine: how many ops' outputs
 // differ and the first three in issue order (stream, what they launch, changed bytes).
-int changed_ops(cuda::CudaEngine& e, int batch, const std::vector<std::pair<std::string, std::vector<char>>>& a,
-                const std::vector<std::pair<std::string, std::vector<char>>>& b, std::string* firsts) {
-  // Snapshot k belongs to engine op index[k] (reshapes have none); the engine's op order is its own.
-  std::vector<size_t> index;
-  for (size_t i = 0; i < e.graph().ops.size(); ++i)
-    if (e.graph().ops[i].kind != graph::OpKind::reshape) index.push_back(i);
-  EXPECT_EQ(index.size(), a.size());
+int changed_ops(cuda::CudaEngine& e, int batch, const std::vector<cuda::CudaEngine::OpSnapshot>& a,
+                const std::vector<cuda::CudaEngine::OpSnapshot>& b, std::string* firsts) {
   EXPECT_EQ(a.size(), b.size());
   int changed = 0;
-  for (size_t k = 0; k < a.size() && k < b.size() && k < index.size(); ++k) {
-    if (a[k].second == b[k].second) continue;
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    EXPECT_EQ(a[k].op, b[k].op);
+    if (a[k].bytes == b[k].bytes) continue;
     if (changed++ < 3) {
       size_t bytes = 0;
-      for (size_t j = 0; j < a[k].second.size(); ++j) bytes += a[k].second[j] != b[k].second[j];
-      *firsts += "\n    " + a[k].first + " (op " + std::to_string(index[k]) + ", " + e.op_launch_summary(batch, index[k]) +
-                 "): " + std::to_string(bytes) + " of " + std::to_string(a[k].second.size()) + " bytes";
+      for (size_t j = 0; j < a[k].bytes.size(); ++j) bytes += a[k].bytes[j] != b[k].bytes[j];
+      *firsts += "\n    " + a[k].name + " (op " + std::to_string(a[k].op) + ", " + e.op_launch_summary(batch, a[k].op) +
+                 "): " + std::to_string(bytes) + " of " + std::to_string(a[k].bytes.size()) + " bytes";
     }
   }
   return changed;
@@ -298,6 +294,47 @@ TEST(CudaDeterminism, R18vdFirstOpWhereGraphAndEagerDiffer) {
     }
   }
   EXPECT_EQ(differing, 0) << "inputs where graph and eager differ (streams " << e->graph_streams(1) << "):" << report;
+}
+
+// DETFORGE_CUDA_SNAPSHOTS takes each op's copy after the launch that writes its output: with
+// arena reuse off every output survives the forward, so each snapshot of a graph replay must
+// equal the op's output as the forward left it (op_outputs), bit for bit. The layer norms that
+// their adds launch (LN_ADD) and the box steps' refined boxes are taken at the later launch; the
+// upsamples the concats read from the source, which no launch writes, have none. Until session
+// 13 the copy sat at the absorbed op's own place and read bytes not yet written.
+TEST(CudaDeterminism, R18vdSnapshotsEqualTheOutputsTheForwardLeft) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_SNAPSHOTS=1 DETFORGE_CUDA_ARENA_REUSE=0"});
+  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->graph_captured(1));
+  EXPECT_EQ(e->ln_adds(), 3);
+  EXPECT_EQ(e->upsample_concats(), 2);
+  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]), 0, 1, 77);
+  e->run(px.data(), 1);
+  const auto snaps = e->op_snapshots(1);
+  const auto outs = e->op_outputs(1);
+  const graph::Graph& g = e->graph();
+  int layer_norms = 0, upsamples = 0, compared = 0;
+  size_t o = 0;
+  for (const auto& sn : snaps) {
+    while (o < outs.size() && static_cast<int>(outs[o].op) < sn.op) ++o;
+    ASSERT_LT(o, outs.size());
+    ASSERT_EQ(static_cast<int>(outs[o].op), sn.op);
+    EXPECT_TRUE(sn.bytes == outs[o].bytes) << sn.name << " (op " << sn.op << ", " << e->op_launch_summary(1, sn.op) << ")";
+    ++compared;
+    layer_norms += g.ops[sn.op].kind == graph::OpKind::layer_norm;
+  }
+  for (const auto& op : g.ops) upsamples += op.kind == graph::OpKind::upsample_nearest2x;
+  for (const auto& sn : snaps) upsamples -= g.ops[sn.op].kind == graph::OpKind::upsample_nearest2x;
+  int all_layer_norms = 0;
+  for (const auto& op : g.ops) all_layer_norms += op.kind == graph::OpKind::layer_norm;
+  EXPECT_EQ(layer_norms, all_layer_norms) << "every layer norm, the three inside their adds' launches too";
+  EXPECT_EQ(upsamples, 2) << "the two upsamples read from the source have no snapshot";
+  std::printf("snapshots: %d compared with the forward's outputs\n", compared);
 }
 
 // Where the captured graph and the eager forward part, without touching the graph: with

@@ -402,9 +402,10 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
       launch_op(i, p, batch, stream_of(i + 1), !p.op_ws.empty() && p.op_ws[i] ? p.op_ws[i] : ws_of(i + 1));
     }
     // Before the op's event: a later writer of these bytes on another stream waits for the copy.
-    if (!p.snap.empty() && p.snap[i])
-      DF_CUDA(cudaMemcpyAsync(p.snap[i], ptr(g_.ops[i].outputs[0]), p.snap_bytes[i], cudaMemcpyDeviceToDevice,
-                              stream_of(i + 1)));
+    if (!p.snap_after.empty())
+      for (int j : p.snap_after[i])
+        DF_CUDA(cudaMemcpyAsync(p.snap[j], ptr(g_.ops[j].outputs[0]), p.snap_bytes[j], cudaMemcpyDeviceToDevice,
+                                stream_of(i + 1)));
     after(i + 1);
     if (hook) (*hook)(static_cast<int>(i), false);
     if (early_outputs_)  // converted on the producer's stream now, not after the join

@@ -164,10 +164,18 @@ class CudaEngine : public Engine {
   // bytes that no op of this forward wrote (before their writer ran, on another stream).
   void poison_arena();
   // DETFORGE_CUDA_SNAPSHOTS=1 (a debugging aid, off by default): every op's first output is
-  // copied into a buffer of its own right after the op, inside the captured graph, so that two
-  // replays can be compared op by op. Returns (op name, bytes) per op in issue order, after the
-  // last run of `batch`; empty when the setting is off.
-  std::vector<std::pair<std::string, std::vector<char>>> op_snapshots(int batch);
+  // copied into a buffer of its own right after the launch that writes it (the op's own, or for
+  // an op absorbed into a later launch, such as a layer norm inside its add's or a box step's
+  // refine, that launch's), inside the captured graph, so that two replays can be compared op by
+  // op. An op whose output no launch writes (an upsample read by its concat from the source,
+  // the inner ops of a box step or row chain) has none. Returns one snapshot per op that has
+  // one, in op order, after the last run of `batch`; empty when the setting is off.
+  struct OpSnapshot {
+    int op;
+    std::string name;
+    std::vector<char> bytes;
+  };
+  std::vector<OpSnapshot> op_snapshots(int batch);
   // How op i runs at `batch`, for diagnostics: its schedule stream and what it launches (cuDNN
   // fused/legacy conv, own conv variant, cuBLASLt, small linear, own kernel), e.g.
   // "stream 2, cuDNN fused conv".
@@ -210,6 +218,7 @@ class CudaEngine : public Engine {
     void* op_ws_buf = nullptr;
     std::vector<void*> snap;          // by op: DETFORGE_CUDA_SNAPSHOTS copy of its output, or null
     std::vector<size_t> snap_bytes;
+    std::vector<std::vector<int>> snap_after;  // by op: the ops whose snapshots its launch takes
     std::string capture_error;
     std::vector<graph::OpAccess> acc;  // by schedule entry: the bytes it reads and writes
     // harden_edges / capture_misses_hazards: while set, forward() records the graph nodes each

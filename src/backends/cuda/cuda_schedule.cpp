@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/kernels/conv_igemm.h"
+#include "graph/passes.h"
 #include "graph/stream_schedule.h"
 
 namespace detforge::cuda {
@@ -116,13 +117,26 @@ void CudaEngine::bind_convs_to_stream_handles(BatchPlan& p, int batch) {
 
 void CudaEngine::alloc_snapshots(BatchPlan& p, int batch) {
   if (!snapshots_) return;
-  p.snap.assign(g_.ops.size(), nullptr);
-  p.snap_bytes.assign(g_.ops.size(), 0);
-  for (size_t i = 0; i < g_.ops.size(); ++i) {
-    if (g_.ops[i].kind == OpKind::reshape) continue;
-    const TensorId t = g_.ops[i].outputs[0];
-    p.snap_bytes[i] = static_cast<size_t>(g_.tensor(t).numel()) * batch * elem_bytes(slots_[slots_[t].root]);
-    DF_CUDA(cudaMalloc(&p.snap[i], p.snap_bytes[i]));
+  const size_t n = g_.ops.size();
+  p.snap.assign(n, nullptr);
+  p.snap_bytes.assign(n, 0);
+  p.snap_after.assign(n, {});
+  // Where each output is written: by its own op's launch, or by the later launch that took the op
+  // in (its extra_writes_). A copy at the absorbed op's own place read bytes not yet written.
+  const auto prod = graph::producers(g_);
+  auto take = [&](size_t at, int j) {
+    const TensorId t = g_.ops[j].outputs[0];
+    p.snap_bytes[j] = static_cast<size_t>(g_.tensor(t).numel()) * batch * elem_bytes(slots_[slots_[t].root]);
+    DF_CUDA(cudaMalloc(&p.snap[j], p.snap_bytes[j]));
+    p.snap_after[at].push_back(j);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (g_.ops[i].kind != OpKind::reshape && !writes_nothing(i, p)) take(i, static_cast<int>(i));
+    for (TensorId t : extra_writes_[i]) {
+      const int j = prod[t];
+      if (j >= 0 && j != static_cast<int>(i) && !p.snap[j] && writes_nothing(j, p) && g_.ops[j].outputs[0] == t)
+        take(i, j);
+    }
   }
 }
 
@@ -239,15 +253,15 @@ void CudaEngine::alloc_op_workspaces(BatchPlan& p, int batch) {
     if (bytes[i]) p.op_ws[i] = static_cast<char*>(p.op_ws_buf) + off[i];
 }
 
-std::vector<std::pair<std::string, std::vector<char>>> CudaEngine::op_snapshots(int batch) {
-  std::vector<std::pair<std::string, std::vector<char>>> r;
+std::vector<CudaEngine::OpSnapshot> CudaEngine::op_snapshots(int batch) {
+  std::vector<OpSnapshot> r;
   auto& p = plan(batch);
   DF_CUDA(cudaStreamSynchronize(stream_));
   for (size_t i = 0; i < p.snap.size(); ++i) {
     if (!p.snap[i]) continue;
     std::vector<char> h(p.snap_bytes[i]);
     DF_CUDA(cudaMemcpy(h.data(), p.snap[i], h.size(), cudaMemcpyDeviceToHost));
-    r.emplace_back(g_.ops[i].name, std::move(h));
+    r.push_back({static_cast<int>(i), g_.ops[i].name, std::move(h)});
   }
   return r;
 }
