@@ -18,6 +18,7 @@
 namespace detforge::test {
 namespace {
 
+using cuda::DeformLd;
 using cuda::DeformShape;
 
 class CudaAttnSpeedPaths : public StorageParamTest {};
@@ -205,6 +206,28 @@ void run_deform_case(const DeformCase& cs, bool half, float atol, float rtol, ui
   EXPECT_TRUE(close(got, deform_ref(value, off, logits, ref, ps, B, Lv, Q, C, sh), atol, rtol));
 }
 
+// Element by element the same bits as the packed inputs' output (a NaN never equals: a kernel
+// that read a NaN pad column is caught too).
+void expect_bits_equal_packed(const std::vector<float>& got, const std::vector<float>& want) {
+  const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+  EXPECT_TRUE(diff.first == got.end()) << "element " << (diff.first - got.begin()) << ": " << *diff.first
+                                       << " vs packed " << *diff.second;
+}
+
+// ms_deform_attn refuses row strides `ld` below the widths (one head, one 2x2 level, 2 points,
+// C = 32: offsets 4, logits 2, value 32 wide).
+void expect_row_strides_refused(DeformLd ld, bool half) {
+  DeformShape sh;
+  sh.heads = 1;
+  sh.levels = 1;
+  sh.points = 2;
+  sh.H[0] = sh.W[0] = 2;
+  DevBuf buf(std::vector<float>(256, 0.f), half), dout((size_t)64, half);
+  EXPECT_THROW(cuda::ms_deform_attn(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), dout.get(), 1, 4, 2, 32, sh,
+                                    half, nullptr, ld),
+               Error);
+}
+
 // The vector path is taken for head dim 32 or 64 with 16-byte aligned value and out (fp16: 4 or
 // 8 lanes per group, 8 or 4 groups; fp32: 8 or 16 lanes, 4 or 2 groups); the rest is v1.
 TEST_P(CudaAttnSpeedPaths, MsDeformAttnVectorPathMatchesHostLoop) {
@@ -294,25 +317,12 @@ TEST_P(CudaAttnSpeedPaths, MsDeformAttnOnColumnSlicesOfOneBufferEqualsPackedInpu
       cuda::ms_deform_attn(pv, base + lay.off_col * es, base + lay.aw_col * es, dr.get(), dps.get(), got.get(), B,
                            dd.Lv, Q, C, dd.sh, half(), nullptr, {ld, ld});
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      const auto g = got.download();
-      const auto diff = std::mismatch(g.begin(), g.end(), w.begin());  // NaN never equals: caught too
-      EXPECT_TRUE(diff.first == g.end()) << "element " << (diff.first - g.begin()) << ": " << *diff.first
-                                         << " vs packed " << *diff.second;
+      expect_bits_equal_packed(got.download(), w);
     }
   }
   // A row stride below the width is refused.
-  DeformShape sh;
-  sh.heads = 1;
-  sh.levels = 1;
-  sh.points = 2;
-  sh.H[0] = sh.W[0] = 2;
-  DevBuf buf(std::vector<float>(256, 0.f), half()), dout((size_t)64, half());
-  EXPECT_THROW(cuda::ms_deform_attn(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), dout.get(), 1, 4, 2, 32, sh,
-                                    half(), nullptr, {3, 2}),
-               Error);
-  EXPECT_THROW(cuda::ms_deform_attn(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), dout.get(), 1, 4, 2, 32, sh,
-                                    half(), nullptr, {4, 1}),
-               Error);
+  expect_row_strides_refused({3, 2}, half());
+  expect_row_strides_refused({4, 1}, half());
 }
 
 // graph::merge_value_projections hands each decoder layer's ms_deform_attn its value as a column
@@ -361,22 +371,11 @@ TEST_P(CudaAttnSpeedPaths, MsDeformAttnOnValueColumnSlicesEqualsPackedValue) {
       cuda::ms_deform_attn(pv, doff.get(), dl.get(), dr.get(), dps.get(), got.get(), B, dd.Lv, Q, C, dd.sh, half(),
                            nullptr, {0, 0, ld});
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      const auto g = got.download();
-      const auto diff = std::mismatch(g.begin(), g.end(), w.begin());  // NaN never equals: caught too
-      EXPECT_TRUE(diff.first == g.end()) << "element " << (diff.first - g.begin()) << ": " << *diff.first
-                                         << " vs packed " << *diff.second;
+      expect_bits_equal_packed(got.download(), w);
     }
   }
   // A value row stride below C is refused.
-  DeformShape sh;
-  sh.heads = 1;
-  sh.levels = 1;
-  sh.points = 2;
-  sh.H[0] = sh.W[0] = 2;
-  DevBuf buf(std::vector<float>(256, 0.f), half()), dout((size_t)64, half());
-  EXPECT_THROW(cuda::ms_deform_attn(buf.get(), buf.get(), buf.get(), buf.get(), buf.get(), dout.get(), 1, 4, 2, 32, sh,
-                                    half(), nullptr, {0, 0, 31}),
-               Error);
+  expect_row_strides_refused({0, 0, 31}, half());
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, CudaAttnSpeedPaths, ::testing::Values(false, true),

@@ -32,10 +32,8 @@ Graph make_graph(Variant v) {
   g.inputs = {x};
   uint32_t seed = 700;
   auto lin = [&](const std::string& n, TensorId in, int N, const char* act = "none") {
-    const int64_t K = g.tensor(in).shape[1];
-    return add_op(g, OpKind::linear, n,
-                  {in, g.add_const(n + ".w", {N, K}, rnd(N * K, seed++)), g.add_const(n + ".b", {N}, rnd(N, seed++))},
-                  {g.tensor(in).shape[0], N}, {{"act", act}});
+    seed += 2;
+    return random_linear(g, n, in, N, seed, act);
   };
   TensorId e = lin("enc_output", x, kD);
   TensorId om = add_op(g, OpKind::layer_norm, "enc_norm",

@@ -39,6 +39,16 @@ inline std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi =
   return v;
 }
 
+// A linear `name` reading `in` [rows, K]: weight [N, K] and bias [N] uniform in [-1, 1) from
+// seeds `seed` and `seed` + 1, activation `act`; returns its output [rows, N].
+inline graph::TensorId random_linear(graph::Graph& g, const std::string& name, graph::TensorId in, int N,
+                                     uint32_t seed, const char* act = "none") {
+  const int64_t rows = g.tensor(in).shape[0], K = g.tensor(in).shape[1];
+  return add_op(g, graph::OpKind::linear, name,
+                {in, g.add_const(name + ".w", {N, K}, rnd(N * K, seed)), g.add_const(name + ".b", {N}, rnd(N, seed + 1))},
+                {rows, N}, {{"act", act}});
+}
+
 // The CPU engine runs both graphs on the same two images `xin` (batch 2); every output agrees
 // within `tol`.
 inline void expect_same_cpu_outputs(const graph::Graph& want_g, const graph::Graph& got_g,

@@ -32,10 +32,8 @@ Graph make_graph(Variant v) {
   g.inputs = {x};
   uint32_t seed = 300;
   auto lin = [&](const std::string& n, TensorId in, int N, const char* act = "none") {
-    const int64_t K = g.tensor(in).shape[1];
-    return add_op(g, OpKind::linear, n,
-                  {in, g.add_const(n + ".w", {N, K}, rnd(N * K, seed++)), g.add_const(n + ".b", {N}, rnd(N, seed++))},
-                  {kL, N}, {{"act", act}});
+    seed += 2;
+    return random_linear(g, n, in, N, seed, act);
   };
   TensorId other = v == Variant::value1_other_input ? lin("other", x, kK, "relu") : graph::kNoTensor;
   TensorId ref = add_op(g, OpKind::activation, "ref", {lin("ref_head", x, 4)}, {kL, 4}, {{"act", "sigmoid"}});
