@@ -162,5 +162,21 @@ TEST(GatherEarly, R18vdEncoderBoxHeadRunsOnTheSelectedQueries) {
   EXPECT_EQ(g.ops.size() + 2, plain.ops.size());
 }
 
+// The passes also apply to a graph already optimized (as a bundle holds it; the CUDA GPU test
+// CudaOptInPasses runs them so): there the relus are fused into the linears, so 4 ops move, and
+// the anchor add stays an add of two gathered operands.
+TEST(GatherEarly, R18vdBundleGraphTakesBothPassesAfterOptimize) {
+  Graph g = r18vd_graph();
+  EXPECT_EQ(graph::gather_rows_early(g), 4);
+  EXPECT_EQ(graph::merge_value_projections(g), 3);
+  graph::eliminate_dead_code(g);
+  EXPECT_NO_THROW(g.validate());
+  const Op* add = find_op(g, "model.enc_bbox_head.anchors");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->kind, OpKind::add);
+  EXPECT_EQ(g.tensor(add->outputs[0]).shape, (std::vector<int64_t>{300, 4}));
+  EXPECT_NO_THROW(make_engine("cpu", g, {}));
+}
+
 }  // namespace
 }  // namespace detforge::test
