@@ -46,7 +46,7 @@ void r18vd_opt_in_passes_agree(const char* precision) {
   const auto got = opt->run(px.data(), 2);
   ASSERT_EQ(got.size(), want.size());
   const bool half = std::string(precision) == "fp16";
-  expect_r18vd_outputs_agree(want, got, 2, half ? 1e-2 : 1e-4, precision);
+  expect_r18vd_outputs_agree(want, got, 2, half ? 1e-2 : 1e-3, precision);  // as the other kernel swaps
 }
 
 TEST(CudaOptInPasses, R18vdGatherEarlyAndMergedValuesFp32) { r18vd_opt_in_passes_agree("fp32"); }
