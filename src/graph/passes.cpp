@@ -2,6 +2,7 @@
 
 #include "graph/pass_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -392,9 +393,33 @@ bool skipped(const char* pass) { return env_lists("DETFORGE_SKIP_PASSES", pass);
 // DETFORGE_EXTRA_PASSES: passes that are off by default, to run them.
 bool opted_in(const char* pass) { return env_lists("DETFORGE_EXTRA_PASSES", pass); }
 
+// A name in either list that no pass answers to is a typo that would silently build the default
+// graph: refuse it, naming the passes the list may hold.
+void check_pass_list(const char* var, const std::vector<std::string>& known) {
+  const char* v = std::getenv(var);
+  if (!v) return;
+  const std::string list = v;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, end - at);
+    if (!name.empty() && std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string names;
+      for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
+      throw Error(std::string(var) + ": no pass is named '" + name + "' (known: " + names + ")");
+    }
+    at = end + 1;
+  }
+}
+
 }  // namespace
 
 PassStats optimize(Graph& g) {
+  check_pass_list("DETFORGE_SKIP_PASSES",
+                  {"fold_avg_pool_into_conv", "gather_early", "residual_on_long_branch", "fold_parallel_convs",
+                   "post_activation_adds", "merge_qk_projections", "merge_deform_projections", "merge_values",
+                   "distribute_adds"});
+  check_pass_list("DETFORGE_EXTRA_PASSES", {"distribute_adds", "gather_early", "merge_values"});
   PassStats s;
   s.folded_batch_norms = fold_batch_norm(g);  // required: no backend runs batch_norm
   if (!skipped("fold_avg_pool_into_conv")) s.folded_avg_pools = fold_avg_pool_into_conv(g);

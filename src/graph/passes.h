@@ -112,7 +112,8 @@ int merge_value_projections(Graph& g);
 // Removes ops whose outputs reach no graph output, and unreferenced tensors.
 int eliminate_dead_code(Graph& g);
 
-// Runs the passes above. DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections,
+// Runs the passes above (a name in either list below that no pass answers to throws
+// detforge::Error). DETFORGE_SKIP_PASSES=fold_parallel_convs,merge_qk_projections,
 // merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds leaves those optional
 // passes out (A/B runs);
 // residual_on_long_branch there makes fuse_residual_adds choose without path costs.

@@ -436,5 +436,32 @@ TEST(GraphPasses, BatchNormNotAfterAConvIsRefused) {
   }
 }
 
+// A misspelled pass in DETFORGE_SKIP_PASSES or DETFORGE_EXTRA_PASSES would build the default graph
+// without a word; it is refused, naming the passes the list may hold. Empty items are fine.
+TEST(GraphPasses, UnknownPassNamesInTheEnvironmentAreRefused) {
+  {
+    ScopedEnv env("DETFORGE_EXTRA_PASSES", "gather_erly");
+    Graph g = r18vd_unoptimized_graph();
+    try {
+      graph::optimize(g);
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "DETFORGE_EXTRA_PASSES: no pass is named 'gather_erly' (known: distribute_adds, "
+                                       "gather_early, merge_values)");
+    }
+  }
+  {
+    ScopedEnv env("DETFORGE_SKIP_PASSES", "merge_qk_projections,fold_bn");
+    Graph g = r18vd_unoptimized_graph();
+    EXPECT_THROW(graph::optimize(g), Error);
+  }
+  {
+    ScopedEnv skip("DETFORGE_SKIP_PASSES", "merge_qk_projections,,");
+    ScopedEnv extra("DETFORGE_EXTRA_PASSES", "");
+    Graph g = r18vd_unoptimized_graph();
+    EXPECT_EQ(graph::optimize(g).merged_qk_projections, 0);
+  }
+}
+
 }  // namespace
 }  // namespace detforge::test
