@@ -18,14 +18,13 @@ int merge_value_projections(Graph& g) {
   std::map<TensorId, std::vector<int>> groups;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& l = g.ops[i];
-    if (!has_no_epilogue(l) || !constant_linear(g, l)) continue;
     const TensorId y = l.outputs[0];
-    if (g.tensor(y).shape[1] != g.tensor(l.inputs[1]).shape[0] || cons[y].empty()) continue;
-    const bool only_values = std::all_of(cons[y].begin(), cons[y].end(), [&](int c) {
-      return c >= 0 && g.ops[c].kind == OpKind::ms_deform_attn && g.ops[c].inputs[0] == y &&
-             std::count(g.ops[c].inputs.begin(), g.ops[c].inputs.end(), y) == 1 && !g.ops[c].attrs.contains("v_col");
+    if (!plain_constant_linear(g, l) || !read_only_as_deform_values(g, cons, y)) continue;
+    // Read once per op, as a whole value (not yet a slice of an earlier merge).
+    const bool whole = std::all_of(cons[y].begin(), cons[y].end(), [&](int c) {
+      return std::count(g.ops[c].inputs.begin(), g.ops[c].inputs.end(), y) == 1 && !g.ops[c].attrs.contains("v_col");
     });
-    if (only_values) groups[l.inputs[0]].push_back(static_cast<int>(i));
+    if (whole) groups[l.inputs[0]].push_back(static_cast<int>(i));
   }
   std::vector<char> dead(g.ops.size(), 0);
   int n = 0;

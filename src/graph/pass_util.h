@@ -43,6 +43,21 @@ inline bool constant_linear(const Graph& g, const Op& op) {
          b.numel() == w.shape[0] && g.tensor(op.outputs[0]).shape.size() == 2;
 }
 
+// A linear without residual or activation, its weight [N, K] and bias [N] constants with data
+// and its output [rows, N]: what stack_linears can merge.
+inline bool plain_constant_linear(const Graph& g, const Op& op) {
+  return has_no_epilogue(op) && constant_linear(g, op) &&
+         g.tensor(op.outputs[0]).shape[1] == g.tensor(op.inputs[1]).shape[0];
+}
+
+// Whether every reader of `y` (consumers(g)[y] in `cons`, no graph output among them) is a
+// ms_deform_attn reading it as its value (input 0): a decoder value projection's output.
+inline bool read_only_as_deform_values(const Graph& g, const std::vector<std::vector<int>>& cons, TensorId y) {
+  for (int c : cons[y])
+    if (c < 0 || g.ops[c].kind != OpKind::ms_deform_attn || g.ops[c].inputs[0] != y) return false;
+  return !cons[y].empty();
+}
+
 // Linears of one input (stackable: no residual or activation, constant weight [N_i, K] and bias,
 // outputs of one dtype and row count) as one: weights and biases stacked in the given order,
 // output [rows, sum N_i]; column sum_{j<i} N_j starts op i's outputs. Named `name`, or when that

@@ -251,8 +251,7 @@ namespace {
 // A linear without residual or activation whose weight [N, K] and bias [N] are constants with
 // data, and whose output only op `reader` reads: it may become part of a stacked linear.
 bool stackable_linear(const Graph& g, const std::vector<std::vector<int>>& cons, const Op& l, int reader) {
-  return has_no_epilogue(l) && constant_linear(g, l) &&
-         g.tensor(l.outputs[0]).shape[1] == g.tensor(l.inputs[1]).shape[0] && is_sole_consumer(cons, l.outputs[0], reader);
+  return plain_constant_linear(g, l) && is_sole_consumer(cons, l.outputs[0], reader);
 }
 
 }  // namespace
@@ -387,11 +386,29 @@ bool env_lists(const char* var, const char* pass) {
   const std::string list = std::string(",") + v + ",";
   return list.find(std::string(",") + pass + ",") != std::string::npos;
 }
+// The names DETFORGE_SKIP_PASSES and DETFORGE_EXTRA_PASSES may hold: the one list that both
+// the environment check (check_pass_list) and optimize()'s questions (skipped, opted_in) use.
+const std::vector<std::string> kSkippable = {
+    "fold_avg_pool_into_conv", "gather_early",     "residual_on_long_branch",  "fold_parallel_convs",
+    "post_activation_adds",    "merge_qk_projections", "merge_deform_projections", "merge_values",
+    "distribute_adds"};
+const std::vector<std::string> kOptIn = {"distribute_adds", "gather_early", "merge_values"};
+
+bool listed(const std::vector<std::string>& names, const char* pass) {
+  return std::find(names.begin(), names.end(), pass) != names.end();
+}
+
 // DETFORGE_SKIP_PASSES: optional passes to leave out, for A/B runs of a pass on the GPU machine
 // (bench/ab_h200.sh builds a bundle per variant that sets it).
-bool skipped(const char* pass) { return env_lists("DETFORGE_SKIP_PASSES", pass); }
+bool skipped(const char* pass) {
+  if (!listed(kSkippable, pass)) throw Error(std::string("optimize: pass ") + pass + " is not in kSkippable");
+  return env_lists("DETFORGE_SKIP_PASSES", pass);
+}
 // DETFORGE_EXTRA_PASSES: passes that are off by default, to run them.
-bool opted_in(const char* pass) { return env_lists("DETFORGE_EXTRA_PASSES", pass); }
+bool opted_in(const char* pass) {
+  if (!listed(kOptIn, pass)) throw Error(std::string("optimize: pass ") + pass + " is not in kOptIn");
+  return env_lists("DETFORGE_EXTRA_PASSES", pass);
+}
 
 // A name in either list that no pass answers to is a typo that would silently build the default
 // graph: refuse it, naming the passes the list may hold.
@@ -403,7 +420,7 @@ void check_pass_list(const char* var, const std::vector<std::string>& known) {
   while (at <= list.size()) {
     const size_t end = std::min(list.find(',', at), list.size());
     const std::string name = list.substr(at, end - at);
-    if (!name.empty() && std::find(known.begin(), known.end(), name) == known.end()) {
+    if (!name.empty() && !listed(known, name.c_str())) {
       std::string names;
       for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
       throw Error(std::string(var) + ": no pass is named '" + name + "' (known: " + names + ")");
@@ -415,11 +432,8 @@ void check_pass_list(const char* var, const std::vector<std::string>& known) {
 }  // namespace
 
 PassStats optimize(Graph& g) {
-  check_pass_list("DETFORGE_SKIP_PASSES",
-                  {"fold_avg_pool_into_conv", "gather_early", "residual_on_long_branch", "fold_parallel_convs",
-                   "post_activation_adds", "merge_qk_projections", "merge_deform_projections", "merge_values",
-                   "distribute_adds"});
-  check_pass_list("DETFORGE_EXTRA_PASSES", {"distribute_adds", "gather_early", "merge_values"});
+  check_pass_list("DETFORGE_SKIP_PASSES", kSkippable);
+  check_pass_list("DETFORGE_EXTRA_PASSES", kOptIn);
   PassStats s;
   s.folded_batch_norms = fold_batch_norm(g);  // required: no backend runs batch_norm
   if (!skipped("fold_avg_pool_into_conv")) s.folded_avg_pools = fold_avg_pool_into_conv(g);

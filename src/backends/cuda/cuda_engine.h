@@ -446,6 +446,7 @@ class CudaEngine : public Engine {
   // DETFORGE_CUDA_LN_ADD (default 1): by op, for an add launched with its layer_norm (second
   // output), that layer_norm's index; -1.
   bool ln_add_on_ = true;
+  std::vector<int> ln_add_of_;
   // DETFORGE_CUDA_TOPK_SPLIT=1 (off, not yet timed): the top-k's row maxima from a grid-wide
   // kernel into the op's stream workspace, then the one-SM selection from those keys
   // (kernels/topk_rows.cu v6 says why).
@@ -453,7 +454,6 @@ class CudaEngine : public Engine {
   // DETFORGE_CUDA_POOL_QUAD=1 (off, not yet timed): the stem's 3x3/2 max-pool computes 2x2
   // outputs per thread (kernels/pool.cu says why).
   bool pool_quad_ = false;
-  std::vector<int> ln_add_of_;
   // DETFORGE_CUDA_UPSAMPLE_CONCAT (default 1): by tensor, for an upsample's output that its
   // concat reads upsampled from the source, that source; kNoTensor.
   bool upsample_concat_on_ = true;

@@ -1,6 +1,6 @@
 // DETFORGE_CUDA_LATE_VALUE=m (default 3): the decoder's value projections (the linears read only
-// as ms_deform_attn values; one merged linear under graph::merge_value_projections) start only after an anchor op of the encoder
-// heads. Why: in the batch-1 timeline (H200 CUPTI, fp16) the three 8400-row value GEMMs, free to
+// as ms_deform_attn values; one merged linear under graph::merge_value_projections) start only
+// after an anchor op of the encoder heads. Why: in the batch-1 timeline (H200 CUPTI, fp16) the three 8400-row value GEMMs, free to
 // start once the memory exists, took the SMs first and the enc_output GEMM on the critical path
 // started 9 us late and ran 9.1 us instead of ~5. The anchors, found from the top-k back:
 //   1: the enc_output linear (topk <- score linear <- layer_norm <- that linear);
@@ -17,6 +17,7 @@
 
 #include "backends/cuda/cuda_engine.h"
 #include "graph/op_order.h"
+#include "graph/pass_util.h"
 #include "graph/passes.h"
 
 namespace detforge::cuda {
@@ -48,12 +49,11 @@ std::vector<std::pair<int, int>> late_value_ops(const graph::Graph& g, int mode)
     prev_deform = static_cast<int>(d);
     const graph::TensorId v = g.ops[d].inputs[0];
     const int l = prod[v];
-    // Every reader of the linear's output a ms_deform_attn reading it as its value: one reader,
-    // or (graph::merge_value_projections) all decoder layers reading column slices, moved once.
-    const bool only_values = std::all_of(cons[v].begin(), cons[v].end(), [&](int c) {
-      return c >= 0 && g.ops[c].kind == OpKind::ms_deform_attn && g.ops[c].inputs[0] == v;
-    });
-    if (l < 0 || g.ops[l].kind != OpKind::linear || !only_values || graph::has_bit(anc[a], l)) continue;
+    // Read only as values: by this op, or (graph::merge_value_projections) by every decoder layer
+    // as column slices, moved once.
+    if (l < 0 || g.ops[l].kind != OpKind::linear || !graph::read_only_as_deform_values(g, cons, v) ||
+        graph::has_bit(anc[a], l))
+      continue;
     if (std::any_of(r.begin(), r.end(), [l = l](const auto& p) { return p.second == l; })) continue;
     bool inputs_ready = true;  // every input exists before the anchor runs
     for (graph::TensorId t : g.ops[l].inputs)

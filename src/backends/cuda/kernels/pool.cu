@@ -69,6 +69,18 @@ __global__ void pool_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, int W, in
   }
 }
 
+// Taps first .. first + Nt - 1 along an axis of `size` pixels: each clamped into the axis (at,
+// so that every load stays in bounds) and whether it lies inside (ok; outside ones are masked).
+template <int Nt>
+__device__ __forceinline__ void axis_taps(int first, int size, int (&at)[Nt], bool (&ok)[Nt]) {
+#pragma unroll
+  for (int d = 0; d < Nt; ++d) {
+    const int i = first + d;
+    ok[d] = i >= 0 && i < size;
+    at[d] = min(max(i, 0), size - 1);
+  }
+}
+
 // The stem's 3x3 / stride 2 / pad 1 max-pool (the only max-pool of r18vd) with its window fixed:
 // the nine 16-byte loads are issued before the first max, from addresses clamped into the image
 // (an out-of-bounds tap is loaded from an in-bounds pixel and then masked out), so the same
@@ -83,14 +95,8 @@ __global__ void max_pool3s2_vec_k(const Pack<T>* x, Pack<T>* y, int B, int H, in
     const NhwcCoord<I> o = nhwc_coord(i, Ho, Wo, Cp);
     int ys[3], xs[3];
     bool oky[3], okx[3];
-#pragma unroll
-    for (int d = 0; d < 3; ++d) {
-      const int iy = o.y * 2 - 1 + d, ix = o.x * 2 - 1 + d;
-      oky[d] = iy >= 0 && iy < H;
-      okx[d] = ix >= 0 && ix < W;
-      ys[d] = min(max(iy, 0), H - 1);
-      xs[d] = min(max(ix, 0), W - 1);
-    }
+    axis_taps(o.y * 2 - 1, H, ys, oky);
+    axis_taps(o.x * 2 - 1, W, xs, okx);
     const Pack<T>* img = x + (int64_t)o.b * H * W * Cp + o.c;
     Pack<T> v[9];
 #pragma unroll
@@ -131,14 +137,8 @@ __global__ void max_pool3s2_quad_k(const Pack<T>* x, Pack<T>* y, int B, int H, i
     // Input rows/cols 4q-1 .. 4q+3 of the 2x2 outputs 2q, 2q+1: clamped addresses, masked taps.
     int ys[5], xs[5];
     bool oky[5], okx[5];
-#pragma unroll
-    for (int d = 0; d < 5; ++d) {
-      const int iy = q.y * 4 - 1 + d, ix = q.x * 4 - 1 + d;
-      oky[d] = iy >= 0 && iy < H;
-      okx[d] = ix >= 0 && ix < W;
-      ys[d] = min(max(iy, 0), H - 1);
-      xs[d] = min(max(ix, 0), W - 1);
-    }
+    axis_taps(q.y * 4 - 1, H, ys, oky);
+    axis_taps(q.x * 4 - 1, W, xs, okx);
     const Pack<T>* img = x + (int64_t)q.b * H * W * Cp + q.c;
     float acc[2][2][N];
 #pragma unroll
