@@ -91,6 +91,10 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
   topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", 0, 0, 1) != 0;
   pool_quad_ = env_int("DETFORGE_CUDA_POOL_QUAD", 0, 0, 1) != 0;
+  pad_input_ = env_int("DETFORGE_CUDA_PAD_INPUT", 0, 0, 8);
+  if (pad_input_ != 0 && pad_input_ != 4 && pad_input_ != 8)
+    throw Error("cuda backend: DETFORGE_CUDA_PAD_INPUT=" + std::to_string(pad_input_) + " is not 0, 4 or 8");
+  if (env_int("DETFORGE_CUDA_STEM", 0, 0, 1)) pad_input_ = 0;  // the direct stem reads the fp32 input
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
   late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
@@ -178,6 +182,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
     }
     if (op.kind == OpKind::topk_rows) slots_[op.outputs[0]].i32 = true;
   }
+  find_pad_input();
   upload_weights(g);
   order_late_values();
   order_ln_adds();
@@ -252,7 +257,9 @@ void CudaEngine::upload_weights(const graph::Graph& g) {
     if (!g.tensors[i].is_const || !used[i]) continue;
     if (g.tensors[i].data.empty()) throw Error("cuda backend: constant " + g.tensors[i].name + " has no data");
     off[i] = total;
-    total += (g.tensors[i].numel() * es + kAlign - 1) / kAlign * kAlign;
+    const int64_t n = static_cast<int>(i) == pad_w_ ? g.tensors[i].numel() / g.tensors[i].shape[1] * pad_input_
+                                                   : g.tensors[i].numel();
+    total += (n * es + kAlign - 1) / kAlign * kAlign;
   }
   weight_bytes_ = total;
   std::vector<char> host(std::max<size_t>(total, 1));
@@ -263,10 +270,12 @@ void CudaEngine::upload_weights(const graph::Graph& g) {
     if (conv_w[i]) {
       if (t.shape.size() != 4) throw Error("cuda backend: conv weight " + t.name + " is not 4-D");
       const int64_t O = t.shape[0], I = t.shape[1], KH = t.shape[2], KW = t.shape[3];
+      const int64_t IP = static_cast<int>(i) == pad_w_ ? pad_input_ : I;  // zeros past I
+      v.assign(static_cast<size_t>(O * KH * KW * IP), 0.f);
       for (int64_t o = 0; o < O; ++o)
         for (int64_t ci = 0; ci < I; ++ci)
           for (int64_t y = 0; y < KH; ++y)
-            for (int64_t x = 0; x < KW; ++x) v[((o * KH + y) * KW + x) * I + ci] = t.data[((o * I + ci) * KH + y) * KW + x];
+            for (int64_t x = 0; x < KW; ++x) v[((o * KH + y) * KW + x) * IP + ci] = t.data[((o * I + ci) * KH + y) * KW + x];
     }
     char* dst = host.data() + off[i];
     if (half_) {
@@ -389,7 +398,12 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
   const TensorId in = g_.inputs[0];
   if (hook) (*hook)(-1, true);
   before(0);
-  if (stem_op_ < 0) f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_of(0));
+  if (pad_op_ >= 0) {
+    const auto& sh = g_.tensor(in).shape;
+    f32_to_half_padc(d_in32_, ptr(in), sh[0] * sh[1] * batch, static_cast<int>(sh[2]), pad_input_, stream_of(0));
+  } else if (stem_op_ < 0) {
+    f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_of(0));
+  }
   after(0);
   if (hook) (*hook)(-1, false);
   for (size_t i = 0; i < g_.ops.size(); ++i) {

@@ -51,6 +51,21 @@ __global__ void from_f32_half8_k(const float4* x, uint4* y, int64_t n8) {
     y[i] = *reinterpret_cast<const uint4*>(h);
   }
 }
+// fp32 pixels of c channels -> fp16 pixels of cp channels (zeros past c), one pixel per thread:
+// cp = 8 is one 16-byte store, cp = 4 one 8-byte store (DETFORGE_CUDA_PAD_INPUT).
+template <int CP>
+__global__ void from_f32_padc_k(const float* x, __half* y, int64_t pixels, int c) {
+  pdl_wait_and_release();
+  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < pixels; p += (int64_t)gridDim.x * blockDim.x) {
+    __align__(16) __half h[CP];
+#pragma unroll
+    for (int k = 0; k < CP; ++k) h[k] = __float2half_rn(k < c ? x[p * c + k] : 0.f);
+    if constexpr (CP == 8)
+      reinterpret_cast<uint4*>(y)[p] = *reinterpret_cast<const uint4*>(h);
+    else
+      reinterpret_cast<uint2*>(y)[p] = *reinterpret_cast<const uint2*>(h);
+  }
+}
 template <class T>
 __global__ void to_f32_k(const T* x, float* y, int64_t n) {
   pdl_wait_and_release();
@@ -172,6 +187,14 @@ void f32_to_storage(const float* x, void* y, int64_t n, bool half, cudaStream_t 
     return;
   }
   DF_DISPATCH(half, T, launch(from_f32_k<T>, blocks_for(n, 256), 256, 0, s, x, (T*)y, n));
+}
+void f32_to_half_padc(const float* x, void* y, int64_t pixels, int c, int cp, cudaStream_t s) {
+  if (c > cp || (cp != 4 && cp != 8))
+    throw Error("f32_to_half_padc: cannot pad " + std::to_string(c) + " channels to " + std::to_string(cp));
+  if (cp == 8)
+    launch(from_f32_padc_k<8>, blocks_for(pixels, 256), 256, 0, s, x, static_cast<__half*>(y), pixels, c);
+  else
+    launch(from_f32_padc_k<4>, blocks_for(pixels, 256), 256, 0, s, x, static_cast<__half*>(y), pixels, c);
 }
 void storage_to_f32(const void* x, float* y, int64_t n, bool half, cudaStream_t s) {
   DF_DISPATCH(half, T, launch(to_f32_k<T>, blocks_for(n, 256), 256, 0, s, (const T*)x, y, n));
