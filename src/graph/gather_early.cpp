@@ -5,7 +5,9 @@
 // image (spec: 8400 x (2 x 256 x 256 + 256 x 4) multiply-adds). On the H200 at batch 1 its three
 // 8400-row GEMMs (8.5 + 6.0 + 5.3 us) ran beside the score head and the top-k as a chain as long
 // as theirs (ab-2026-12-04-session12, call 2 timeline); on the 300 rows the head runs after the
-// top-k instead (not yet measured: opt-in, DETFORGE_EXTRA_PASSES=gather_early).
+// top-k instead. Measured (H100, bench/results/h100/ab-2026-12-05-session14): batch 1 0.6697 ->
+// 0.6821 ms, since those three GEMMs now follow the top-k on the path; batch 32 6.72 -> 6.46 ms.
+// Opt-in: DETFORGE_EXTRA_PASSES=gather_early.
 #include <algorithm>
 #include <string>
 

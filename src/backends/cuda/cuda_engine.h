@@ -434,7 +434,7 @@ class CudaEngine : public Engine {
   // by op: tensors its launch writes beyond its outputs (a box step's refined boxes, written at
   // the step's last op): every later reader is ordered after it by schedule.
   std::vector<std::vector<graph::TensorId>> extra_writes_;
-  // DETFORGE_CUDA_PRIORITY (default 0, not yet timed): the kernels of ops on or near the longest
+  // DETFORGE_CUDA_PRIORITY (default 0, measured no faster): the kernels of ops on or near the longest
   // path (graph::critical_ops, slack of a quarter unit) at the greatest priority, so that where an
   // off-path GEMM and a path kernel wait for SMs together the path's blocks go first. 1: through
   // the capturing stream's attribute; 2: set on the captured nodes (cuda_priority.cpp).
@@ -451,11 +451,11 @@ class CudaEngine : public Engine {
   // output), that layer_norm's index; -1.
   bool ln_add_on_ = true;
   std::vector<int> ln_add_of_;
-  // DETFORGE_CUDA_TOPK_SPLIT=1 (off, not yet timed): the top-k's row maxima from a grid-wide
+  // DETFORGE_CUDA_TOPK_SPLIT=1 (off, measured equal): the top-k's row maxima from a grid-wide
   // kernel into the op's stream workspace, then the one-SM selection from those keys
   // (kernels/topk_rows.cu v6 says why).
   bool topk_split_ = false;
-  // DETFORGE_CUDA_POOL_QUAD=1 (off, not yet timed): the stem's 3x3/2 max-pool computes 2x2
+  // DETFORGE_CUDA_POOL_QUAD=1 (off, measured equal): the stem's 3x3/2 max-pool computes 2x2
   // outputs per thread (kernels/pool.cu says why).
   bool pool_quad_ = false;
   // DETFORGE_CUDA_UPSAMPLE_CONCAT (default 1): by tensor, for an upsample's output that its

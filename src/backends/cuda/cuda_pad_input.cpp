@@ -4,6 +4,8 @@
 // sums are the same. Why: with 3 channels cuDNN runs that conv on an sm80 "indexed_wo_smem ...
 // aligna2" kernel, 10.0 us at batch 1 (H200 CUPTI timeline, 2026-12-04) for 0.18 GFLOP, while
 // 4 or 8 channels give 8- or 16-byte aligned rows. The conversion writes P/3 times the bytes.
+// Measured (H100, ab-2026-12-05-session14): batch 1 0.6714 / 0.6715 ms at P = 4 / 8 against
+// 0.6697 / 0.6693 for the default; off.
 #include "backends/cuda/cuda_engine.h"
 
 namespace detforge::cuda {

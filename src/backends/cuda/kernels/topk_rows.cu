@@ -13,7 +13,9 @@
 // 13) and none once the k-th key's bin is wholly taken, a gather split over the 32 warps, and a
 // rank sort (2 barriers) of the k candidates. Everything runs on one SM, so the cost is the
 // instructions per row: 4 schedulers for 8400 rows.
-// v6, split (key_ws given; DETFORGE_CUDA_TOPK_SPLIT, off by default, not yet timed): the row
+// v6, split (key_ws given; DETFORGE_CUDA_TOPK_SPLIT, off by default; measured equal on an H100,
+// ab-2026-12-05-session14: the selection still took 14.1 us reading keys, so the rows were not
+// the cost; the radix passes, the gather and the sort on one SM are): the row
 // maxima come from a grid-wide kernel (one thread per row, ceil(L/256) x B blocks) as 4-byte
 // keys, and the select kernel reads those instead of the rows. Why: it took 16.4 us of the fp16
 // batch-1 forward (8-class model, H200, ab-2026-12-04-session12) alone on one SM, and for COCO's
