@@ -99,8 +99,8 @@ int distribute_adds_into_linears(Graph& g);
 // broadcasts over the batch), writing the gather's output. Repeats while a gather moves; returns
 // the number of ops moved. r18vd: the encoder box head (3 linears and the anchor add) runs on
 // the 300 selected rows instead of 8400 (gather_early.cpp says why). Opt-in (H100, session 14:
-// 1.8 % slower at batch 1, 4 % faster at batch 32): DETFORGE_EXTRA_PASSES=gather_early. Runs before the epilogue fusions, so that the
-// anchor add becomes the last linear's residual.
+// 1.8 % slower at batch 1, 4 % faster at batch 32): DETFORGE_EXTRA_PASSES=gather_early. Runs
+// before the epilogue fusions, so that the anchor add becomes the last linear's residual.
 int gather_rows_early(Graph& g);
 // Two or more stackable linears of one input, each read only as the value (input 0) of
 // ms_deform_attn ops: one linear with the stacked weights writes [Lv, sum N_i], and each op

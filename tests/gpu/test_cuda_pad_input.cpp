@@ -1,4 +1,4 @@
-// DETFORGE_CUDA_PAD_INPUT (cuda_pad_input.cpp): the fp16 input converted to 4 or 8 channels with
+// DETFORGE_CUDA_PAD_INPUT (cuda_input_conv.cpp): the fp16 input converted to 4 or 8 channels with
 // zeros past the image's 3, and the stem conv's weight padded with zeros to match.
 // - the conversion kernel against a host loop: the same fp16 bits, zeros in the padding;
 // - r18vd engines (batch 2, fp16) with 4 and 8 channels against the default: cuDNN runs another

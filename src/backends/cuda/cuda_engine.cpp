@@ -10,7 +10,6 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/image_input.h"
-#include "backends/cuda/kernels/conv_stem.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "graph/memory_plan.h"
 #include "graph/op_order.h"
@@ -94,7 +93,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   pad_input_ = env_int("DETFORGE_CUDA_PAD_INPUT", 0, 0, 8);
   if (pad_input_ != 0 && pad_input_ != 4 && pad_input_ != 8)
     throw Error("cuda backend: DETFORGE_CUDA_PAD_INPUT=" + std::to_string(pad_input_) + " is not 0, 4 or 8");
-  if (env_int("DETFORGE_CUDA_STEM", 0, 0, 1)) pad_input_ = 0;  // the direct stem reads the fp32 input
+  stem_on_ = env_int("DETFORGE_CUDA_STEM", 0, 0, 1) != 0;
+  if (stem_on_) pad_input_ = 0;  // the direct stem reads the fp32 input
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
   late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
@@ -275,7 +275,8 @@ void CudaEngine::upload_weights(const graph::Graph& g) {
       for (int64_t o = 0; o < O; ++o)
         for (int64_t ci = 0; ci < I; ++ci)
           for (int64_t y = 0; y < KH; ++y)
-            for (int64_t x = 0; x < KW; ++x) v[((o * KH + y) * KW + x) * IP + ci] = t.data[((o * I + ci) * KH + y) * KW + x];
+            for (int64_t x = 0; x < KW; ++x)
+              v[((o * KH + y) * KW + x) * IP + ci] = t.data[((o * I + ci) * KH + y) * KW + x];
     }
     char* dst = host.data() + off[i];
     if (half_) {
@@ -289,20 +290,6 @@ void CudaEngine::upload_weights(const graph::Graph& g) {
   DF_CUDA(cudaMemcpy(weights_, host.data(), total, cudaMemcpyHostToDevice));
   for (size_t i = 0; i < g.tensors.size(); ++i)
     if (g.tensors[i].is_const && used[i]) slots_[i].dev = static_cast<char*>(weights_) + off[i];
-}
-
-void CudaEngine::find_stem_op() {
-  // Off by default: the direct stem kernel took 20.8 us on the H200 against cuDNN's 10.8 us plus
-  // the 5.1 us input conversion it saves (its weight reads from shared memory are the bound).
-  if (env_int("DETFORGE_CUDA_STEM", 0, 0, 1) == 0) return;
-  int consumer = -1, uses = 0;
-  for (size_t i = 0; i < g_.ops.size(); ++i)
-    for (auto t : g_.ops[i].inputs)
-      if (t == g_.inputs[0]) ++uses, consumer = static_cast<int>(i);
-  if (uses != 1 || g_.ops[consumer].kind != OpKind::conv2d || g_.ops[consumer].inputs.size() > 3) return;
-  for (auto t : g_.outputs)
-    if (t == g_.inputs[0]) return;
-  if (conv_stem_supported(conv_shape(consumer, 1))) stem_op_ = consumer;
 }
 
 void CudaEngine::plan_memory() {

@@ -108,7 +108,7 @@ class CudaEngine : public Engine {
   // launched inside their concat (cuda_upsample_concats.cpp).
   int ln_adds() const;
   int upsample_concats() const;
-  // DETFORGE_CUDA_PAD_INPUT (cuda_pad_input.cpp): the channels the first conv reads its fp16
+  // DETFORGE_CUDA_PAD_INPUT (cuda_input_conv.cpp): the channels the first conv reads its fp16
   // input with (4 or 8), 0 when the input keeps its own.
   int padded_input_channels() const { return pad_op_ >= 0 ? pad_input_ : 0; }
   // Streams the captured graph of `batch` spreads its ops over (1 = sequential), and how many
@@ -242,8 +242,11 @@ class CudaEngine : public Engine {
 
   void upload_weights(const graph::Graph& g);
   void plan_memory();
+  // cuda_input_conv.cpp: the conv that is the graph input's only reader (as its x), or -1
+  // (cons: graph::consumers(g_)); then the direct stem (stem_op_) and the padded input (pad_op_).
+  int sole_input_conv(const std::vector<std::vector<int>>& cons) const;
   void find_stem_op();
-  void find_pad_input();  // cuda_pad_input.cpp
+  void find_pad_input();
   BatchPlan& plan(int batch);
   // concurrent: ops on the plan's streams (graph capture only); otherwise all on stream_.
   // Captures one concurrent forward of `batch` (sets p.capture_error on failure).
@@ -463,11 +466,12 @@ class CudaEngine : public Engine {
   bool upsample_concat_on_ = true;
   std::vector<graph::TensorId> upsampled_from_;
   int late_value_ = 3;  // DETFORGE_CUDA_LATE_VALUE (cuda_late_values.cpp)
-  // DETFORGE_CUDA_PAD_INPUT=P (cuda_pad_input.cpp): the conv that reads the input converted to
+  // DETFORGE_CUDA_PAD_INPUT=P (cuda_input_conv.cpp): the conv that reads the input converted to
   // fp16 with P channels (zeros past the image's), and its weight, uploaded with P input channels.
   int pad_input_ = 0;
   int pad_op_ = -1;
   graph::TensorId pad_w_ = graph::kNoTensor;
+  bool stem_on_ = false;   // DETFORGE_CUDA_STEM=1
   int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1: on
   std::string precision_;
   std::string first_nonfinite_;

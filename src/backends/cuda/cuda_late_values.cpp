@@ -1,8 +1,9 @@
-// DETFORGE_CUDA_LATE_VALUE=m (default 3): the decoder's value projections (the linears read only
-// as ms_deform_attn values; one merged linear under graph::merge_value_projections) start only
-// after an anchor op of the encoder heads. Why: in the batch-1 timeline (H200 CUPTI, fp16) the three 8400-row value GEMMs, free to
-// start once the memory exists, took the SMs first and the enc_output GEMM on the critical path
-// started 9 us late and ran 9.1 us instead of ~5. The anchors, found from the top-k back:
+// DETFORGE_CUDA_LATE_VALUE=m (default 3): the decoder's value projections (the linears read only as
+// ms_deform_attn values; one merged linear under graph::merge_value_projections) start only after
+// an anchor op of the encoder heads. Why: in the batch-1 timeline (H200 CUPTI, fp16) the three
+// 8400-row value GEMMs, free to start once the memory exists, took the SMs first and the enc_output
+// GEMM on the critical path started 9 us late and ran 9.1 us instead of ~5. The anchors, found from
+// the top-k back:
 //   1: the enc_output linear (topk <- score linear <- layer_norm <- that linear);
 //   2: the score linear; 3: the top-k itself;
 //   4: the first value after the top-k, each later one after the ms_deform_attn before its own

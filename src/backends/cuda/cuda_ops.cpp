@@ -64,7 +64,7 @@ ConvShape CudaEngine::conv_shape(size_t i, int batch) const {
   s.Wo = static_cast<int>(y[1]);
   if (w[1] != s.Ci) throw Error("cuda backend: conv " + op.name + " weight has " + std::to_string(w[1]) +
                                 " input channels, the input has " + std::to_string(s.Ci));
-  if (static_cast<int>(i) == pad_op_) s.Ci = pad_input_;  // cuda_pad_input.cpp
+  if (static_cast<int>(i) == pad_op_) s.Ci = pad_input_;  // cuda_input_conv.cpp
   return s;
 }
 

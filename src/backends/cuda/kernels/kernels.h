@@ -41,7 +41,7 @@ void add_act(const void* a, const void* b, int64_t b_numel, void* y, int64_t n, 
 void mul_rows(const void* x, const void* m, void* y, int64_t rows, int L, int C, bool half, cudaStream_t s);
 // Conversions between fp32 and the storage type (a plain copy when half is false).
 void f32_to_storage(const float* x, void* y, int64_t n, bool half, cudaStream_t s);
-// fp32 NHWC pixels of c channels -> fp16 of cp (4 or 8) channels, zeros past c (cuda_pad_input.cpp).
+// fp32 NHWC pixels of c channels -> fp16 of cp (4 or 8) channels, zeros past c (cuda_input_conv.cpp).
 void f32_to_half_padc(const float* x, void* y, int64_t pixels, int c, int cp, cudaStream_t s);
 void storage_to_f32(const void* x, float* y, int64_t n, bool half, cudaStream_t s);
 // int32 -> fp32 values (index outputs such as the encoder's top-k, exact below 2^24).
