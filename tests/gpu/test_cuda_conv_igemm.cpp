@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/kernels/conv_direct.h"
 #include "backends/cuda/kernels/conv_igemm.h"
 #include "detforge/types.h"
+#include "conv_ref.h"
 #include "gpu_test_util.h"
 
 namespace detforge::test {
@@ -26,45 +28,6 @@ namespace {
 using cuda::ConvShape;
 using graph::Act;
 using V = std::vector<float>;
-
-ConvShape make_shape(int B, int H, int W, int Ci, int Co, int kh, int kw, int stride, int pad) {
-  ConvShape s;
-  s.B = B, s.H = H, s.W = W, s.Ci = Ci, s.Co = Co, s.kh = kh, s.kw = kw, s.stride = stride, s.pad = pad;
-  s.Ho = (H + 2 * pad - kh) / stride + 1;
-  s.Wo = (W + 2 * pad - kw) / stride + 1;
-  return s;
-}
-
-// NHWC x, OHWI w; double accumulation.
-V ref_conv(const ConvShape& s, const V& x, const V& w, const V* bias, const V* res, Act act) {
-  V y(static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co);
-  std::vector<double> acc(s.Co);
-  for (int b = 0; b < s.B; ++b)
-    for (int oy = 0; oy < s.Ho; ++oy)
-      for (int ox = 0; ox < s.Wo; ++ox) {
-        for (int co = 0; co < s.Co; ++co) acc[co] = bias ? (*bias)[co] : 0.0;
-        for (int ky = 0; ky < s.kh; ++ky)
-          for (int kx = 0; kx < s.kw; ++kx) {
-            const int iy = oy * s.stride - s.pad + ky, ix = ox * s.stride - s.pad + kx;
-            if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
-            const float* xp = &x[((static_cast<size_t>(b) * s.H + iy) * s.W + ix) * s.Ci];
-            for (int co = 0; co < s.Co; ++co) {
-              const float* wp = &w[((static_cast<size_t>(co) * s.kh + ky) * s.kw + kx) * s.Ci];
-              double a = 0;
-              for (int ci = 0; ci < s.Ci; ++ci) a += static_cast<double>(xp[ci]) * wp[ci];
-              acc[co] += a;
-            }
-          }
-        const size_t o = ((static_cast<size_t>(b) * s.Ho + oy) * s.Wo + ox) * s.Co;
-        for (int co = 0; co < s.Co; ++co) {
-          double a = acc[co] + (res ? (*res)[o + co] : 0.0);
-          if (act == Act::relu) a = a > 0 ? a : 0;
-          if (act == Act::silu) a = a / (1.0 + std::exp(-a));
-          y[o + co] = static_cast<float>(a);
-        }
-      }
-  return y;
-}
 
 struct Case {
   const char* name;
@@ -223,7 +186,8 @@ TEST(CudaConvIgemm, DetectorShapesEveryVariant) {
   for (const Case& c : cases) run_case(c, seed += 10);
 }
 
-// Per-variant kernel time on the RT-DETR r18vd shapes, for tuning (prints, asserts nothing):
+// Per-variant kernel time on the RT-DETR r18vd shapes, for tuning (prints, asserts nothing); the
+// halo-tiled 3x3 kernels (conv_direct.h) where they apply:
 //   detforge_gpu_tests --gtest_also_run_disabled_tests --gtest_filter='*Igemm*Timing*'
 TEST(CudaConvIgemm, DISABLED_Timing) {
   DETFORGE_REQUIRE_GPU();
@@ -293,6 +257,15 @@ TEST(CudaConvIgemm, DISABLED_Timing) {
       std::snprintf(buf, sizeof buf, " %s=%.1f", cuda::conv_igemm_variant_name(v) + 6, us);
       line += buf;
       if (ws) cudaFree(ws);
+    }
+    for (int v = 0; v < cuda::conv_direct_variants(); ++v) {  // the halo-tiled 3x3 kernels
+      if (!cuda::conv_direct_supported(s, v)) continue;
+      auto run = [&] { cuda::conv_direct(dx.get(), dw.get(), db.get(), dr.get(), dy.get(), s, Act::relu, v, st); };
+      for (int i = 0; i < 3; ++i) run();
+      const float us = time_us(run);
+      best = std::min(best, us);
+      std::snprintf(buf, sizeof buf, " %s=%.1f", cuda::conv_direct_variant_name(v), us);
+      line += buf;
     }
     {  // cuDNN's plain conv (no epilogue) under the same timing
       cuda::CudnnConv cc(h, s, true, size_t{256} << 20, "timing");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/conv_direct.h"
 #include "backends/cuda/kernels/conv_igemm.h"
 #include "core/half.h"
 
@@ -106,12 +107,31 @@ int fastest_matching(const std::vector<std::function<void()>>& runs, const std::
   return best;
 }
 
+bool own_conv_is_direct(int v) { return v >= kDirectVariantBase; }
+
+const char* own_conv_name(int v) {
+  return own_conv_is_direct(v) ? conv_direct_variant_name(v - kDirectVariantBase) : conv_igemm_variant_name(v);
+}
+
+size_t own_conv_workspace(const ConvShape& s, int v) { return own_conv_is_direct(v) ? 0 : conv_igemm_workspace(s, v); }
+
+void run_own_conv(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,
+              graph::Act act, int v, void* ws, cudaStream_t st) {
+  if (own_conv_is_direct(v))
+    conv_direct(x, w, bias, res, y, s, act, v - kDirectVariantBase, st);
+  else
+    conv_igemm(x, w, bias, res, y, s, act, v, ws, st);
+}
+
 OwnConvMode own_conv_mode_from_env() {
   const char* v = std::getenv("DETFORGE_CUDA_OWN_CONV");
   if (!v || !*v || std::string(v) == "0") return OwnConvMode::off;
   if (std::string(v) == "1") return OwnConvMode::fastest;
   if (std::string(v) == "force") return OwnConvMode::force;
-  throw Error(std::string("cuda backend: DETFORGE_CUDA_OWN_CONV=") + v + " is not 0, 1 or force");
+  if (std::string(v) == "direct") return OwnConvMode::direct;
+  if (std::string(v) == "direct_force") return OwnConvMode::direct_force;
+  throw Error(std::string("cuda backend: DETFORGE_CUDA_OWN_CONV=") + v +
+              " is not 0, 1, force, direct or direct_force");
 }
 
 ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& s, graph::Act act,
@@ -121,9 +141,12 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
   const bool have_ref = static_cast<bool>(reference);
   if (mode == OwnConvMode::off) return c;
   std::vector<int> variants;
-  for (int v = 0; v < conv_igemm_variants(); ++v)
-    if (conv_igemm_supported(s, v) && conv_igemm_workspace(s, v) <= b.ws_bytes) variants.push_back(v);
-  if (variants.empty() || (!have_ref && mode != OwnConvMode::force)) return c;
+  if (mode != OwnConvMode::direct && mode != OwnConvMode::direct_force)
+    for (int v = 0; v < conv_igemm_variants(); ++v)
+      if (conv_igemm_supported(s, v) && conv_igemm_workspace(s, v) <= b.ws_bytes) variants.push_back(v);
+  for (int v = 0; v < conv_direct_variants(); ++v)
+    if (conv_direct_supported(s, v)) variants.push_back(kDirectVariantBase + v);
+  if (variants.empty() || (!have_ref && !own_conv_forced(mode))) return c;
   const size_t ny = randomize_conv_inputs(s, b.x, b.res, b.stream);
   std::vector<uint16_t> ref;
   c.library_us = 1e30;
@@ -131,14 +154,14 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
     c.library_us = graph_time_us(reference, b.stream);
     ref = download_half(b.y, ny, b.stream);
   }
-  c.chosen_us = mode == OwnConvMode::force ? 1e30 : c.library_us;
+  c.chosen_us = own_conv_forced(mode) ? 1e30 : c.library_us;
   std::vector<std::function<void()>> runs;
   for (int v : variants)
-    runs.push_back([&, v] { conv_igemm(b.x, b.w, b.bias, b.res, b.y, s, act, v, b.ws, b.stream); });
+    runs.push_back([&, v] { run_own_conv(b.x, b.w, b.bias, b.res, b.y, s, act, v, b.ws, b.stream); });
   const int k = fastest_matching(runs, ref, b.y, b.stream, 1.0, &c.chosen_us);
   if (k >= 0) {
     c.variant = variants[k];
-    c.name = conv_igemm_variant_name(c.variant);
+    c.name = own_conv_name(c.variant);
   }
   return c;
 }

@@ -27,8 +27,21 @@ namespace detforge::cuda {
 // cost (not paid inside the captured graph) made the library kernels look slower than they are.
 // The candidates are now timed inside a captured graph (conv_select.cpp); that fix has not been
 // measured on the GPU yet, so the default stays off until an A/B shows it faster.
-enum class OwnConvMode { off, fastest, force };
+// direct = only the halo-tiled 3x3 kernels (kernels/conv_direct.h), each where it beats cuDNN's
+// fused plan inside a captured graph; direct_force = those kernels wherever one supports the
+// shape (tests). Every own choice is still checked against the library's output when one exists.
+enum class OwnConvMode { off, fastest, force, direct, direct_force };
+inline bool own_conv_forced(OwnConvMode m) { return m == OwnConvMode::force || m == OwnConvMode::direct_force; }
 OwnConvMode own_conv_mode_from_env();
+
+// Own conv variants in one index space: conv_igemm's [0, n) and conv_direct's from
+// kDirectVariantBase. The engine stores this index per op (-1 = the library).
+constexpr int kDirectVariantBase = 1000;
+bool own_conv_is_direct(int v);
+const char* own_conv_name(int v);  // throws detforge::Error for an index of neither family
+size_t own_conv_workspace(const ConvShape& s, int v);
+void run_own_conv(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,
+              graph::Act act, int v, void* ws, cudaStream_t st);
 
 struct ConvBuffers {
   void *x = nullptr, *res = nullptr, *y = nullptr;  // activations (x and res get random data)

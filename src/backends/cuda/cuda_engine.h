@@ -197,7 +197,7 @@ class CudaEngine : public Engine {
   struct BatchPlan {
     std::vector<std::unique_ptr<CudnnConv>> conv;  // by op index
     std::vector<std::shared_ptr<FusedConv>> fused;  // by op index (fp16 with the cuDNN frontend)
-    std::vector<int> own_conv;  // by op index (conv2d, linear): conv_igemm variant, -1 = cuDNN / cuBLASLt
+    std::vector<int> own_conv;  // by op index (conv2d, linear): own variant (conv_select.h), -1 = cuDNN / cuBLASLt
     int n_fused = 0, n_unfused = 0, n_own = 0, n_own_linear = 0;
     int n_conv_linear = 0;  // 1x1 convs run as cuBLASLt linears (conv_as_linear)
     int n_conv_im2col = 0;  // kxk convs run as im2col + cuBLASLt (conv_as_im2col)

@@ -4,7 +4,6 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
-#include "backends/cuda/kernels/conv_igemm.h"
 #include "backends/cuda/kernels/conv_stem.h"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -196,7 +195,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       // cuda_engine.h at offchain_own_ says why an off-chain conv takes an own kernel even when slower.
       const bool offchain = offchain_own_ && own_conv_ == OwnConvMode::off && feeds_only_residuals(i);
       const OwnConvMode mode = offchain ? OwnConvMode::force : own_conv_;
-      if (own_ok && (p.fused[i] || mode == OwnConvMode::force)) {
+      if (own_ok && (p.fused[i] || own_conv_forced(mode))) {
         const std::string own_key = key + (offchain ? "#offchain" : "");
         auto oc = own_conv_cache_.find(own_key);
         if (oc == own_conv_cache_.end()) {
@@ -278,7 +277,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
         break;
       }
       if (p.own_conv[i] >= 0) {
-        conv_igemm(in(0), in(1), in(2), in(3), y, conv_shape(i, B), op.act(), p.own_conv[i], ws, s);
+        run_own_conv(in(0), in(1), in(2), in(3), y, conv_shape(i, B), op.act(), p.own_conv[i], ws, s);
         break;
       }
       if (p.small_lin[i] == SmallLinear::tile) {  // 1x1: x [B*H*W, Ci], w [Co, Ci], act(x w^T + b + res)
@@ -326,8 +325,8 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
       }
       if (p.own_conv[i] >= 0) {
         const int K = static_cast<int>(shape(1)[1]);
-        conv_igemm(in(0), in(1), in(2), in(3), y, linear_as_conv(n_out / N, N, K),
-                   lt_fuses_relu(act, in(3)) ? Act::relu : Act::none, p.own_conv[i], ws, s);
+        run_own_conv(in(0), in(1), in(2), in(3), y, linear_as_conv(n_out / N, N, K),
+                     lt_fuses_relu(act, in(3)) ? Act::relu : Act::none, p.own_conv[i], ws, s);
       } else {
         p.lin[i]->run(in(0), in(1), in(2), in(3), y, ws, s);
       }

@@ -8,7 +8,6 @@
 #include "backends/cuda/arena_diff.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
-#include "backends/cuda/kernels/conv_igemm.h"
 #include "graph/passes.h"
 #include "graph/stream_schedule.h"
 
@@ -234,7 +233,7 @@ void CudaEngine::alloc_op_workspaces(BatchPlan& p, int batch) {
   size_t total = 0;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     if (p.own_conv[i] >= 0)
-      bytes[i] = g_.ops[i].kind == OpKind::conv2d ? conv_igemm_workspace(conv_shape(i, batch), p.own_conv[i])
+      bytes[i] = g_.ops[i].kind == OpKind::conv2d ? own_conv_workspace(conv_shape(i, batch), p.own_conv[i])
                                                   : workspace_bytes_;  // a linear's shape: keep it simple
     else if (p.fused[i])
       bytes[i] = p.fused[i]->workspace_bytes();
@@ -293,7 +292,7 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   else if (!ln_add_of_.empty() && ln_add_of_[i] >= 0)
     what = "layer_norm with this add as its second output";
   else if (p.own_conv[i] >= 0)
-    what = std::string("own conv ") + conv_igemm_variant_name(p.own_conv[i]);
+    what = std::string("own conv ") + own_conv_name(p.own_conv[i]);
   else if (p.fused[i])
     what = std::string("cuDNN fused conv ") + (p.fused[i]->runtime_compiled() ? "(compiled at run time) " : "") +
            (p.fused[i]->uses_cublaslt() ? "(through cuBLASLt) " : "") + p.fused[i]->plan_name();

@@ -15,6 +15,7 @@
 //    it stores fp32 partials [split][M][N] and a reduce kernel finishes.
 #include "backends/cuda/kernels/conv_igemm.h"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/epilogue8.cuh"
 #include "backends/cuda/kernels/mma.cuh"
 
 #include <cuda_fp16.h>
@@ -44,35 +45,9 @@ struct Params {
   int act;  // 0 none, 1 relu, 2 silu
 };
 
-// v[j] += the 8 halves at p (16-byte aligned), in fp32.
-__device__ __forceinline__ void add_half8(float (&v)[8], const __half* p) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __half22float2(h[j]);
-    v[2 * j] += f.x;
-    v[2 * j + 1] += f.y;
-  }
-}
-
-// v (8 fp32 sums of columns n..n+7 of output element offset o) + bias + res, act, one fp16
-// rounding, one 16-byte store. res is read before y is written (y may alias res).
+// The epilogue of one 8-column chunk (epilogue8.cuh); y may alias res.
 __device__ __forceinline__ void finish8(const Params& p, float (&v)[8], int n, int64_t o) {
-  if (p.bias) add_half8(v, p.bias + n);
-  if (p.res) add_half8(v, p.res + o);
-  if (p.act == 1) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = v[j] > 0.f ? v[j] : 0.f;
-  } else if (p.act == 2) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = v[j] / (1.f + expf(-v[j]));
-  }
-  uint4 out;
-  __half2* h = reinterpret_cast<__half2*>(&out);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-  *reinterpret_cast<uint4*>(p.y + o) = out;
+  store_epilogue8(v, p.bias, p.res, p.y, p.act, n, o);
 }
 
 template <int BM, int BN, int WM, int WN>

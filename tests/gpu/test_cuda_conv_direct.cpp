@@ -1,0 +1,195 @@
+// The halo-tiled 3x3 fp16 convolution (backends/cuda/kernels/conv_direct.*) against the host
+// double reference from the fp16-rounded inputs, for every variant on shapes of its (Ci, Co):
+// tiles cut by the image edge on both axes (H, W not multiples of the tile), images smaller than
+// one tile, batch > 1, every epilogue form (bias, residual, relu, silu, y aliasing res), and the
+// r18vd shapes. y is poisoned with NaN and guarded past its end; a second run must give the same
+// bits. Then the r18vd engine with DETFORGE_CUDA_OWN_CONV=direct_force and =direct.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/kernels/conv_direct.h"
+#include "conv_ref.h"
+#include "detforge/types.h"
+#include "engine_settings.h"
+#include "gpu_test_util.h"
+#include "io/bundle_graph.h"
+#include "r18_bundle.h"
+#include "r18_compare.h"
+
+namespace detforge::test {
+namespace {
+
+using cuda::ConvShape;
+using graph::Act;
+using V = std::vector<float>;
+
+struct Case {
+  int B, H, W;
+  bool bias, res;
+  Act act;
+  bool alias;  // y written over res
+};
+
+constexpr int kGuard = 64;            // halves past the end of y that must stay untouched
+constexpr float kSentinel = 1234.0f;  // exact in fp16
+
+// The variant's channel counts, read back from the shape check.
+bool variant_channels(int v, int* ci, int* co) {
+  for (int a : {32, 64})
+    for (int b : {32, 64})
+      if (cuda::conv_direct_supported(make_shape(1, 8, 8, a, b, 3, 3, 1, 1), v)) {
+        *ci = a, *co = b;
+        return true;
+      }
+  return false;
+}
+
+void run_case(int v, const Case& c, int ci, int co, uint32_t seed) {
+  const ConvShape s = make_shape(c.B, c.H, c.W, ci, co, 3, 3, 1, 1);
+  const std::string what = std::string(cuda::conv_direct_variant_name(v)) + " b" + std::to_string(c.B) + " " +
+                           std::to_string(c.H) + "x" + std::to_string(c.W) + (c.bias ? " bias" : "") +
+                           (c.res ? " res" : "") + " " + graph::act_name(c.act) + (c.alias ? " aliased" : "");
+  ASSERT_TRUE(cuda::conv_direct_supported(s, v)) << what;
+  const size_t nx = static_cast<size_t>(s.B) * s.H * s.W * s.Ci, nw = static_cast<size_t>(s.Co) * 9 * s.Ci;
+  const size_t ny = static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co;
+  const float wscale = 1.0f / std::sqrt(static_cast<float>(9 * s.Ci));
+  const V x = quantize(random_vec(nx, -1, 1, seed), true);
+  const V w = quantize(random_vec(nw, -wscale, wscale, seed + 1), true);
+  const V bias = quantize(random_vec(s.Co, -0.5, 0.5, seed + 2), true);
+  V res = quantize(random_vec(ny, -1, 1, seed + 3), true);
+  const V want = ref_conv(s, x, w, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.act);
+  float maxabs = 0;
+  for (float f : want) maxabs = std::max(maxabs, std::fabs(f));
+  ASSERT_GT(maxabs, 0.1f) << what << ": degenerate reference";
+
+  DevBuf dx(x, true), dw(w, true), db(bias, true);
+  res.resize(ny + kGuard, kSentinel);
+  DevBuf dres(res, true);
+  DevBuf dyown(ny + kGuard, true);  // NaN poison
+  {
+    std::vector<uint16_t> gh(kGuard, fp32_to_fp16(kSentinel));
+    ASSERT_EQ(cudaMemcpy(static_cast<uint16_t*>(dyown.get()) + ny, gh.data(), kGuard * 2, cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  DevBuf& dy = c.alias ? dres : dyown;
+  auto run = [&] {
+    cuda::conv_direct(dx.get(), dw.get(), c.bias ? db.get() : nullptr, c.res ? dres.get() : nullptr, dy.get(), s,
+                      c.act, v, nullptr);
+  };
+  run();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+  V got = dy.download();
+  for (int i = 0; i < kGuard; ++i) ASSERT_EQ(got[ny + i], kSentinel) << what << ": wrote past the end of y";
+  got.resize(ny);
+  // fp16 output rounding is <= 2^-11 relative; fp32 accumulation error is far below 1e-3.
+  EXPECT_TRUE(close(got, want, 2e-3f, 2e-3f)) << what;
+  if (!c.alias) {  // same inputs again: the same bits
+    run();
+    V again = dy.download();
+    again.resize(ny);
+    EXPECT_EQ(again, got) << what << ": not deterministic";
+  }
+}
+
+TEST(CudaConvDirect, VariantTableAndShapeChecksNeedNoDevice) {
+  const int n = cuda::conv_direct_variants();
+  ASSERT_GE(n, 4);
+  std::set<std::string> names;
+  std::set<std::pair<int, int>> channels;
+  for (int v = 0; v < n; ++v) {
+    names.insert(cuda::conv_direct_variant_name(v));
+    int ci = 0, co = 0;
+    ASSERT_TRUE(variant_channels(v, &ci, &co)) << cuda::conv_direct_variant_name(v);
+    channels.insert({ci, co});
+    EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 40, 40, ci, co, 3, 3, 2, 1), v));  // stride 2
+    EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 40, 40, ci, co, 1, 1, 1, 0), v));  // 1x1
+    EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 40, 40, ci, co, 3, 3, 1, 0), v));  // no padding
+    EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 40, 40, ci + 8, co, 3, 3, 1, 1), v));
+    EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 40, 40, ci, co + 8, 3, 3, 1, 1), v));
+    ConvShape bad = make_shape(1, 16, 16, ci, co, 3, 3, 1, 1);
+    bad.Ho = 15;  // inconsistent with the formula
+    EXPECT_FALSE(cuda::conv_direct_supported(bad, v));
+    // Throws before touching the device: misaligned y, unsupported activation, y over x, a bad shape.
+    alignas(16) static uint16_t dummy[64];
+    const ConvShape ok = make_shape(1, 4, 4, ci, co, 3, 3, 1, 1);
+    EXPECT_THROW(cuda::conv_direct(dummy, dummy, nullptr, nullptr, reinterpret_cast<char*>(dummy + 32) + 2, ok,
+                                   Act::none, v, nullptr),
+                 Error);
+    EXPECT_THROW(cuda::conv_direct(dummy, dummy, nullptr, nullptr, dummy + 32, ok, Act::gelu, v, nullptr), Error);
+    EXPECT_THROW(cuda::conv_direct(dummy, dummy, nullptr, nullptr, dummy, ok, Act::none, v, nullptr), Error);
+    EXPECT_THROW(cuda::conv_direct(dummy, dummy, nullptr, nullptr, dummy + 32, bad, Act::none, v, nullptr), Error);
+  }
+  EXPECT_EQ(static_cast<int>(names.size()), n) << "variant names must be unique";
+  // the r18vd layers it is for: the stem's 32->32 and 32->64, stage 0's 64->64
+  EXPECT_EQ(channels, (std::set<std::pair<int, int>>{{32, 32}, {32, 64}, {64, 64}}));
+  EXPECT_THROW(cuda::conv_direct_variant_name(-1), Error);
+  EXPECT_THROW(cuda::conv_direct_variant_name(n), Error);
+  EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 8, 8, 32, 32, 3, 3, 1, 1), -1));
+  EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 8, 8, 32, 32, 3, 3, 1, 1), n));
+}
+
+TEST(CudaConvDirect, EdgeTilesBatchesAndEpiloguesEveryVariant) {
+  DETFORGE_REQUIRE_GPU();
+  const Case cases[] = {
+      {1, 5, 7, true, false, Act::none, false},    // smaller than one tile
+      {2, 19, 70, true, true, Act::relu, false},   // tiles cut on both axes, batch 2
+      {1, 33, 40, false, true, Act::silu, false},  // odd height
+      {3, 17, 33, true, true, Act::relu, true},    // y written over the residual
+      {1, 9, 96, false, false, Act::relu, false},
+  };
+  uint32_t seed = 900;
+  for (int v = 0; v < cuda::conv_direct_variants(); ++v) {
+    int ci = 0, co = 0;
+    ASSERT_TRUE(variant_channels(v, &ci, &co));
+    for (const Case& c : cases) run_case(v, c, ci, co, seed += 10);
+  }
+}
+
+TEST(CudaConvDirect, DetectorShapesEveryVariant) {
+  DETFORGE_REQUIRE_GPU();
+  for (int v = 0; v < cuda::conv_direct_variants(); ++v) {
+    int ci = 0, co = 0;
+    ASSERT_TRUE(variant_channels(v, &ci, &co));
+    const int hw = ci == 32 ? 320 : 160;  // the stem's convs at 320x320, stage 0's at 160x160
+    run_case(v, {1, hw, hw, true, ci == 64, Act::relu, false}, ci, co, 1700u + v);
+  }
+}
+
+// The r18vd engine (fp16, batch 2) with the six convs the kernel supports (the stem's 32->32 and
+// 32->64, stage 0's four 64->64) on it: the library engine's outputs within the fp16 tolerance
+// of the other engine comparisons, the graph equal to the eager forward bit for bit; the timed
+// choice (DETFORGE_CUDA_OWN_CONV=direct) keeps the outputs too, whichever kernels it takes.
+TEST(CudaConvDirect, R18vdEngineOnTheDirectKernelsKeepsTheOutputs) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 53);
+  auto base = engine_with(lb.graph, "fp16", 2, {});
+  const auto want = base->run(px.data(), 2);
+  for (const char* mode : {"direct_force", "direct"}) {
+    SCOPED_TRACE(std::string("DETFORGE_CUDA_OWN_CONV=") + mode);
+    auto eng = engine_with(lb.graph, "fp16", 2, {std::string("DETFORGE_CUDA_OWN_CONV=") + mode});
+    auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+    ASSERT_NE(e, nullptr);
+    const std::string summary = e->conv_fusion_summary(2);
+    std::printf("%s: %s\n", mode, summary.c_str());
+    if (std::string(mode) == "direct_force") EXPECT_EQ(summary.rfind("6 convs on own", 0), 0u) << summary;
+    EXPECT_NE(summary.find(" 0 linears on own"), std::string::npos) << summary;
+    ASSERT_TRUE(e->graph_captured(2));
+    EXPECT_EQ(e->graph_check(2), "equal");
+    const auto got = eng->run(px.data(), 2);
+    ASSERT_EQ(got.size(), want.size());
+    expect_r18vd_outputs_agree(want, got, 2, 1e-2, mode);
+    const auto eager = e->run_eager(px.data(), 2);
+    for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(eager[o].data, got[o].data) << "output " << o;
+  }
+}
+
+}  // namespace
+}  // namespace detforge::test
