@@ -9,6 +9,10 @@
 
 namespace detforge::test {
 
+// The kernels' output guard: halves past the end of y that must keep this value (exact in fp16).
+constexpr int kGuard = 64;
+constexpr float kSentinel = 1234.0f;
+
 inline cuda::ConvShape make_shape(int B, int H, int W, int Ci, int Co, int kh, int kw, int stride, int pad) {
   cuda::ConvShape s;
   s.B = B, s.H = H, s.W = W, s.Ci = Ci, s.Co = Co, s.kh = kh, s.kw = kw, s.stride = stride, s.pad = pad;

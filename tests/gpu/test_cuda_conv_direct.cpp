@@ -35,9 +35,6 @@ struct Case {
   bool alias;  // y written over res
 };
 
-constexpr int kGuard = 64;            // halves past the end of y that must stay untouched
-constexpr float kSentinel = 1234.0f;  // exact in fp16
-
 // The variant's channel counts, read back from the shape check.
 bool variant_channels(int v, int* ci, int* co) {
   for (int a : {32, 64})

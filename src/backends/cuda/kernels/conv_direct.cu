@@ -21,6 +21,7 @@
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/epilogue8.cuh"
 #include "backends/cuda/kernels/mma.cuh"
+#include "backends/cuda/kernels/own_conv_args.h"
 #include "detforge/types.h"
 
 namespace detforge::cuda {
@@ -212,17 +213,8 @@ bool conv_direct_supported(const ConvShape& s, int v) {
 void conv_direct(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,
                  graph::Act act, int v, cudaStream_t st) {
   if (v < 0 || v >= kNumVariants) throw Error("conv_direct: variant " + std::to_string(v) + " out of range");
-  if (!conv_direct_supported(s, v))
-    throw Error("conv_direct: unsupported shape " + std::to_string(s.H) + "x" + std::to_string(s.W) + "x" +
-                std::to_string(s.Ci) + "->" + std::to_string(s.Co) + " k" + std::to_string(s.kh) + "x" +
-                std::to_string(s.kw) + " s" + std::to_string(s.stride) + " p" + std::to_string(s.pad) + " for " +
-                kVariants[v].name);
-  if (act != graph::Act::none && act != graph::Act::relu && act != graph::Act::silu)
-    throw Error(std::string("conv_direct: unsupported activation ") + graph::act_name(act));
-  if (!x || !w || !y) throw Error("conv_direct: null x, w or y");
-  if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)) || (res && !aligned16(res)))
-    throw Error("conv_direct: x, w, bias, res and y must be 16-byte aligned");
-  if (x == y) throw Error("conv_direct: y may not alias x");
+  const int act_code =
+      check_own_conv_args("conv_direct", kVariants[v].name, conv_direct_supported(s, v), s, act, x, w, bias, res, y);
 
   DParams p{};
   p.x = static_cast<const __half*>(x);
@@ -231,7 +223,7 @@ void conv_direct(const void* x, const void* w, const void* bias, const void* res
   p.res = static_cast<const __half*>(res);
   p.y = static_cast<__half*>(y);
   p.H = s.H, p.W = s.W;
-  p.act = act == graph::Act::relu ? 1 : act == graph::Act::silu ? 2 : 0;
+  p.act = act_code;
   switch (v) {
     case 0: launch_variant<32, 32, 64, 2, 4>(p, s.B, st); break;
     case 1: launch_variant<32, 32, 64, 1, 4>(p, s.B, st); break;

@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/epilogue8.cuh"
 #include "backends/cuda/kernels/mma.cuh"
+#include "backends/cuda/kernels/own_conv_args.h"
 
 #include <cuda_fp16.h>
 
@@ -322,17 +323,8 @@ size_t conv_igemm_workspace(const ConvShape& s, int v) {
 void conv_igemm(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,
                 graph::Act act, int v, void* ws, cudaStream_t st) {
   if (v < 0 || v >= kNumVariants) throw Error("conv_igemm: variant " + std::to_string(v) + " out of range");
-  if (!conv_igemm_supported(s, v))
-    throw Error("conv_igemm: unsupported shape " + std::to_string(s.H) + "x" + std::to_string(s.W) + "x" +
-                std::to_string(s.Ci) + "->" + std::to_string(s.Co) + " k" + std::to_string(s.kh) + "x" +
-                std::to_string(s.kw) + " s" + std::to_string(s.stride) + " p" + std::to_string(s.pad) +
-                " for " + kVariants[v].name);
-  if (act != graph::Act::none && act != graph::Act::relu && act != graph::Act::silu)
-    throw Error(std::string("conv_igemm: unsupported activation ") + graph::act_name(act));
-  if (!x || !w || !y) throw Error("conv_igemm: null x, w or y");
-  if (!aligned16(x) || !aligned16(w) || !aligned16(y) || (bias && !aligned16(bias)) || (res && !aligned16(res)))
-    throw Error("conv_igemm: x, w, bias, res and y must be 16-byte aligned");
-  if (x == y) throw Error("conv_igemm: y may not alias x");
+  const int act_code =
+      check_own_conv_args("conv_igemm", kVariants[v].name, conv_igemm_supported(s, v), s, act, x, w, bias, res, y);
 
   Params p{};
   p.x = static_cast<const __half*>(x);
@@ -343,7 +335,7 @@ void conv_igemm(const void* x, const void* w, const void* bias, const void* res,
   p.H = s.H, p.W = s.W, p.Ci = s.Ci, p.HoWo = s.Ho * s.Wo, p.Wo = s.Wo, p.kw = s.kw, p.stride = s.stride,
   p.pad = s.pad;
   p.M = static_cast<int>(m_of(s)), p.N = s.Co, p.K = static_cast<int>(k_of(s));
-  p.act = act == graph::Act::relu ? 1 : act == graph::Act::silu ? 2 : 0;
+  p.act = act_code;
   int splits = 1;
   split_plan(s, v, &splits, &p.kt_total, &p.kt_per_split);
   if (splits > 1) {
