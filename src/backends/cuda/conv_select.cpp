@@ -27,6 +27,9 @@ void fill_random_half(void* p, size_t n, uint32_t seed, cudaStream_t s) {
   DF_CUDA(cudaStreamSynchronize(s));
 }
 
+// Own variant indices from kDirectVariantBase are conv_direct's (conv_select.h).
+bool own_conv_is_direct(int v) { return v >= kDirectVariantBase; }
+
 }  // namespace
 
 // GPU time per call as the captured forward sees it: kReps calls captured into one CUDA graph
@@ -106,8 +109,6 @@ int fastest_matching(const std::vector<std::function<void()>>& runs, const std::
   }
   return best;
 }
-
-bool own_conv_is_direct(int v) { return v >= kDirectVariantBase; }
 
 const char* own_conv_name(int v) {
   return own_conv_is_direct(v) ? conv_direct_variant_name(v - kDirectVariantBase) : conv_igemm_variant_name(v);

@@ -37,7 +37,6 @@ OwnConvMode own_conv_mode_from_env();
 // Own conv variants in one index space: conv_igemm's [0, n) and conv_direct's from
 // kDirectVariantBase. The engine stores this index per op (-1 = the library).
 constexpr int kDirectVariantBase = 1000;
-bool own_conv_is_direct(int v);
 const char* own_conv_name(int v);  // throws detforge::Error for an index of neither family
 size_t own_conv_workspace(const ConvShape& s, int v);
 void run_own_conv(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,

@@ -1,8 +1,8 @@
 // Our own fp16 NHWC 3x3 stride-1 convolution for the narrow, large-image layers of r18vd: the
 // stem's 320x320x32->32 and ->64 convs and stage 0's 160x160x64->64 convs (four of them). cuDNN
 // ran these at 105-220 TFLOP/s (H100 CUPTI, session 14: 17.9, 16.9 and 10.9-12.0 us; 81 us of
-// the batch-1 path), far below the tensor cores, because each CTA walks a K loop whose every stage
-// waits on global memory.
+// the batch-1 path), far below the tensor cores. The guess behind this kernel was that each cuDNN
+// CTA waits on global memory at every stage of its K loop; the measurement below refuted it.
 //
 // Here one CTA owns a TH x TW output tile and all Co channels. It loads the whole (TH+2) x (TW+2)
 // input halo and the whole weight (Co x 9*Ci, <= 75 KiB) into shared memory once, then runs every
