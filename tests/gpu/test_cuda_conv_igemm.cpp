@@ -251,7 +251,7 @@ TEST(CudaConvIgemm, DISABLED_Timing) {
       const float us = time_us(run);
 
       best = std::min(best, us);
-      std::snprintf(buf, sizeof buf, " %s=%.1f", cuda::conv_igemm_variant_name(v) + 6, us);
+      std::snprintf(buf, sizeof buf, " %s=%.1f", cuda::conv_igemm_variant_name(v), us);
       line += buf;
       if (ws) cudaFree(ws);
     }

@@ -15,6 +15,7 @@
 //    it stores fp32 partials [split][M][N] and a reduce kernel finishes.
 #include "backends/cuda/kernels/conv_igemm.h"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/conv_igemm_params.cuh"
 #include "backends/cuda/kernels/epilogue8.cuh"
 #include "backends/cuda/kernels/mma.cuh"
 #include "backends/cuda/kernels/own_conv_args.h"
@@ -33,18 +34,7 @@ namespace {
 // Tile config: BK = K per pipeline stage (32 or 64), STAGES cp.async stages. smem rows are
 // BK + 8 halves (80 or 144 bytes): the 8 rows of one ldmatrix phase hit distinct bank groups.
 
-struct Params {
-  const __half* x;
-  const __half* w;
-  const __half* bias;  // may be null
-  const __half* res;   // may be null; may alias y
-  __half* y;
-  float* ws;  // split-K partials [gridDim.z][M][N]; null: fused epilogue
-  int H, W, Ci, HoWo, Wo, kw, stride, pad;
-  int M, N, K;
-  int kt_total, kt_per_split;
-  int act;  // 0 none, 1 relu, 2 silu
-};
+using Params = IgemmParams;  // conv_igemm_params.cuh
 
 // The epilogue of one 8-column chunk (epilogue8.cuh); y may alias res.
 __device__ __forceinline__ void finish8(const Params& p, float (&v)[8], int n, int64_t o) {
@@ -244,6 +234,7 @@ __global__ void igemm_splitk_reduce(const Params p, int splits) {
 struct Variant {
   const char* name;
   int bm, bn, bk, splits;
+  bool wgmma;  // the sm_90a family (conv_wgmma.cu; BK 64)
 };
 // Measured (H200, graph-captured, bias+res+relu; DISABLED_Timing in the test): the kernel runs at
 // ~110 TFLOP/s on the large 3x3s, 1.2-2x slower than cuDNN's plain conv (160x160x64->64: 17.2 vs
@@ -260,6 +251,14 @@ constexpr Variant kVariants[] = {
     {"igemm_128x64x64_k1", 128, 64, 64, 1}, {"igemm_64x64x64_k1", 64, 64, 64, 1},
     {"igemm_64x64x64_k4", 64, 64, 64, 4}, {"igemm_64x32x64_k1", 64, 32, 64, 1},
     {"igemm_64x32x64_k4", 64, 32, 64, 4},
+    // wgmma (conv_wgmma.cu): 128-row tiles for the 320x320-80x80 layers, 64-row tiles and split-K
+    // for 40x40 and 20x20.
+    {"wgmma_128x64_k1", 128, 64, 64, 1, true},  {"wgmma_128x128_k1", 128, 128, 64, 1, true},
+    {"wgmma_128x32_k1", 128, 32, 64, 1, true},  {"wgmma_64x128_k1", 64, 128, 64, 1, true},
+    {"wgmma_64x64_k1", 64, 64, 64, 1, true},    {"wgmma_64x64_k2", 64, 64, 64, 2, true},
+    {"wgmma_64x64_k4", 64, 64, 64, 4, true},    {"wgmma_64x128_k2", 64, 128, 64, 2, true},
+    {"wgmma_64x128_k4", 64, 128, 64, 4, true},  {"wgmma_128x128_k4", 128, 128, 64, 4, true},
+    {"wgmma_128x128_k8", 128, 128, 64, 8, true},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
@@ -344,7 +343,9 @@ void conv_igemm(const void* x, const void* w, const void* bias, const void* res,
   }
 
   const Variant& var = kVariants[v];
-  if (var.bk == 32) {
+  if (var.wgmma) {
+    conv_wgmma_launch(p, var.bm, var.bn, splits, st);
+  } else if (var.bk == 32) {
     if (var.bm == 128 && var.bn == 64)
       launch_tile<128, 64, 32, 64, 32, 4>(p, splits, st);
     else if (var.bm == 128 && var.bn == 32)
