@@ -3,23 +3,17 @@
 // tiles cut by the image edge on both axes (H, W not multiples of the tile), images smaller than
 // one tile, batch > 1, every epilogue form (bias, residual, relu, silu, y aliasing res), and the
 // r18vd shapes. y is poisoned with NaN and guarded past its end; a second run must give the same
-// bits. Then the r18vd engine with DETFORGE_CUDA_OWN_CONV=direct_force and =direct.
+// bits. The r18vd engine on these kernels: test_cuda_own_conv_engine.cpp.
 #include <cuda_runtime.h>
 
-#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/kernels/conv_direct.h"
 #include "conv_ref.h"
 #include "detforge/types.h"
-#include "engine_settings.h"
 #include "gpu_test_util.h"
-#include "io/bundle_graph.h"
-#include "r18_bundle.h"
-#include "r18_compare.h"
 
 namespace detforge::test {
 namespace {
@@ -154,37 +148,6 @@ TEST(CudaConvDirect, DetectorShapesEveryVariant) {
     ASSERT_TRUE(variant_channels(v, &ci, &co));
     const int hw = ci == 32 ? 320 : 160;  // the stem's convs at 320x320, stage 0's at 160x160
     run_case(v, {1, hw, hw, true, ci == 64, Act::relu, false}, ci, co, 1700u + v);
-  }
-}
-
-// The r18vd engine (fp16, batch 2) with the six convs the kernel supports (the stem's 32->32 and
-// 32->64, stage 0's four 64->64) on it: the library engine's outputs within the fp16 tolerance
-// of the other engine comparisons, the graph equal to the eager forward bit for bit; the timed
-// choice (DETFORGE_CUDA_OWN_CONV=direct) keeps the outputs too, whichever kernels it takes.
-TEST(CudaConvDirect, R18vdEngineOnTheDirectKernelsKeepsTheOutputs) {
-  DETFORGE_REQUIRE_GPU();
-  DETFORGE_REQUIRE_SHARED();
-  LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 53);
-  auto base = engine_with(lb.graph, "fp16", 2, {});
-  const auto want = base->run(px.data(), 2);
-  for (const char* mode : {"direct_force", "direct"}) {
-    SCOPED_TRACE(std::string("DETFORGE_CUDA_OWN_CONV=") + mode);
-    auto eng = engine_with(lb.graph, "fp16", 2, {std::string("DETFORGE_CUDA_OWN_CONV=") + mode});
-    auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
-    ASSERT_NE(e, nullptr);
-    const std::string summary = e->conv_fusion_summary(2);
-    std::printf("%s: %s\n", mode, summary.c_str());
-    if (std::string(mode) == "direct_force") EXPECT_EQ(summary.rfind("6 convs on own", 0), 0u) << summary;
-    EXPECT_NE(summary.find(" 0 linears on own"), std::string::npos) << summary;
-    ASSERT_TRUE(e->graph_captured(2));
-    EXPECT_EQ(e->graph_check(2), "equal");
-    const auto got = eng->run(px.data(), 2);
-    ASSERT_EQ(got.size(), want.size());
-    expect_r18vd_outputs_agree(want, got, 2, 1e-2, mode);
-    const auto eager = e->run_eager(px.data(), 2);
-    for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(eager[o].data, got[o].data) << "output " << o;
   }
 }
 
