@@ -315,7 +315,7 @@ size_t conv_igemm_workspace(const ConvShape& s, int v) {
   if (!conv_igemm_supported(s, v)) return 0;
   int splits = 1, kt = 0, per = 0;
   split_plan(s, v, &splits, &kt, &per);
-  if (splits <= 1) return 0;
+  if (splits <= 1 || kVariants[v].wgmma) return 0;  // wgmma: split-K reduced inside a cluster
   return static_cast<size_t>(splits) * static_cast<size_t>(m_of(s)) * static_cast<size_t>(s.Co) * sizeof(float);
 }
 
@@ -337,7 +337,8 @@ void conv_igemm(const void* x, const void* w, const void* bias, const void* res,
   p.act = act_code;
   int splits = 1;
   split_plan(s, v, &splits, &p.kt_total, &p.kt_per_split);
-  if (splits > 1) {
+  const bool reduce = splits > 1 && !kVariants[v].wgmma;  // wgmma reduces inside its cluster
+  if (reduce) {
     if (!ws || !aligned16(ws)) throw Error("conv_igemm: split-K variant needs a 16-byte aligned workspace");
     p.ws = static_cast<float*>(ws);
   }
@@ -363,7 +364,7 @@ void conv_igemm(const void* x, const void* w, const void* bias, const void* res,
       launch_tile<64, 32, 64, 32, 16, 3>(p, splits, st);
   }
 
-  if (splits > 1) {
+  if (reduce) {
     const int64_t chunks = static_cast<int64_t>(p.M) * p.N / 8;
     int blocks = static_cast<int>((chunks + 255) / 256);
     if (blocks > 4096) blocks = 4096;

@@ -21,7 +21,9 @@
 
 namespace detforge::cuda {
 
-// Variants = CTA tile shape x split-K count; names like "igemm_64x64_k4".
+// Variants = CTA tile shape x split-K count; names like "igemm_64x64_k4" (mma.sync, sm_80+) and
+// "wgmma_128x64_k1" (Hopper wgmma, conv_wgmma.cu: compute capability 9.0 only; elsewhere the call
+// throws). The wgmma family reduces split-K inside a thread-block cluster and needs no workspace.
 int conv_igemm_variants();
 const char* conv_igemm_variant_name(int v);  // throws detforge::Error for a bad v
 
@@ -29,7 +31,8 @@ const char* conv_igemm_variant_name(int v);  // throws detforge::Error for a bad
 // int range) or v is out of range. Pointer alignment (16 bytes) is checked at launch.
 bool conv_igemm_supported(const ConvShape& s, int v);
 
-// Bytes of scratch the call needs (split-K fp32 partials [split][M][N]); 0 when none.
+// Bytes of scratch the call needs (split-K fp32 partials [split][M][N] of the mma.sync family); 0
+// when none.
 size_t conv_igemm_workspace(const ConvShape& s, int v);
 
 // x: [B,H,W,Ci] fp16, w: [Co,kh,kw,Ci] fp16, bias: [Co] fp16 or null, res: [B,Ho,Wo,Co] fp16 or

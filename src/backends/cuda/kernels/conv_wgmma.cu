@@ -18,7 +18,13 @@
 //    thread fences (fence.proxy.async) before the barrier that publishes a stage;
 //  * the weight chunks of the first D tiles are requested before the PDL wait (a constant);
 //  * the epilogue stages the fp32 tile in shared memory and finishes 8 columns per step
-//    (epilogue8.cuh), or stores split-K partials as conv_igemm.cu does.
+//    (epilogue8.cuh);
+//  * split-K runs as one thread-block cluster of `splits` CTAs along z: each stages its partial
+//    tile, and after a cluster barrier CTA r sums rows [r*BM/S, (r+1)*BM/S) of all S tiles through
+//    distributed shared memory in a fixed order (deterministic) and finishes them. No workspace
+//    and no second launch: conv_igemm.cu's split-K reduce kernel cost a launch and a partials round
+//    trip through memory.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -189,22 +195,30 @@ __global__ void __launch_bounds__(BM * 2) wgmma_conv_k(const IgemmParams p) {
   }
   __syncthreads();
   constexpr int CH = BN / 8;
-  for (int idx = tid; idx < BM * CH; idx += C::NT) {
+  const int S = gridDim.z;  // the cluster's CTAs (split-K), 1 without split
+  int r_begin = 0, r_end = BM;
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  if (S > 1) {
+    cl.sync();  // every partial tile of the cluster is staged
+    const int per = (BM + S - 1) / S;
+    r_begin = min(BM, static_cast<int>(blockIdx.z) * per);
+    r_end = min(BM, r_begin + per);
+  }
+  for (int idx = r_begin * CH + tid; idx < r_end * CH; idx += C::NT) {
     const int r = idx / CH, c = (idx % CH) * 8;
     const int m = m0 + r, n = n0 + c;
     if (m >= p.M || n >= p.N) continue;  // N % 8 == 0: a chunk is wholly in or out
-    const float4 lo = *reinterpret_cast<const float4*>(sC + r * C::LDC + c);
-    const float4 hi = *reinterpret_cast<const float4*>(sC + r * C::LDC + c + 4);
-    const int64_t o = static_cast<int64_t>(m) * p.N + n;
-    if (p.ws) {
-      float* dst = p.ws + static_cast<int64_t>(blockIdx.z) * p.M * p.N + o;
-      *reinterpret_cast<float4*>(dst) = lo;
-      *reinterpret_cast<float4*>(dst + 4) = hi;
-    } else {
-      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      store_epilogue8(v, p.bias, p.res, p.y, p.act, n, o);
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < S; ++s) {
+      const float* src = S > 1 ? cl.map_shared_rank(sC, s) : sC;
+      const float4 lo = *reinterpret_cast<const float4*>(src + r * C::LDC + c);
+      const float4 hi = *reinterpret_cast<const float4*>(src + r * C::LDC + c + 4);
+      v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w;
+      v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
     }
+    store_epilogue8(v, p.bias, p.res, p.y, p.act, n, static_cast<int64_t>(m) * p.N + n);
   }
+  if (S > 1) cl.sync();  // the other CTAs' reads of this CTA's tile are done before it exits
 #else
   __trap();  // conv_wgmma_available() keeps launches off devices without the sm_90a code
 #endif
@@ -213,9 +227,30 @@ __global__ void __launch_bounds__(BM * 2) wgmma_conv_k(const IgemmParams p) {
 template <int BM, int BN, int STAGES>
 void launch_w(const IgemmParams& p, int splits, cudaStream_t st) {
   using C = WCfg<BM, BN, STAGES>;
+  auto* kern = wgmma_conv_k<BM, BN, STAGES>;
   opt_in_smem<wgmma_conv_k<BM, BN, STAGES>>(C::smem);
-  const dim3 grid((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, splits);
-  launch(wgmma_conv_k<BM, BN, STAGES>, grid, dim3(C::NT), C::smem, st, p);
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (splits > 1) {  // the split-K CTAs of one tile form a cluster along z
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = 1;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = static_cast<unsigned>(splits);
+    ++n;
+  }
+  if (pdl_enabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, splits);
+  cfg.blockDim = dim3(C::NT);
+  cfg.dynamicSmemBytes = C::smem;
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  DF_CUDA(cudaLaunchKernelEx(&cfg, kern, p));
 }
 
 }  // namespace
@@ -233,6 +268,8 @@ bool conv_wgmma_available() {
 }
 
 void conv_wgmma_launch(const IgemmParams& p, int bm, int bn, int splits, cudaStream_t st) {
+  if (splits < 1 || splits > 8) throw Error("conv_igemm: wgmma split-K of " + std::to_string(splits) + " (1 to 8)");
+  if (p.ws) throw Error("conv_igemm: the wgmma variants reduce split-K in a cluster, without a workspace");
   if (!conv_wgmma_available())
     throw Error("conv_igemm: the wgmma variants need a compute capability 9.0 GPU (H100, H200)");
   if (bm == 128 && bn == 128)
