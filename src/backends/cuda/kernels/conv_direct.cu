@@ -19,6 +19,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/conv_direct_params.cuh"
 #include "backends/cuda/kernels/epilogue8.cuh"
 #include "backends/cuda/kernels/mma.cuh"
 #include "backends/cuda/kernels/own_conv_args.h"
@@ -27,15 +28,7 @@
 namespace detforge::cuda {
 namespace {
 
-struct DParams {
-  const __half* x;
-  const __half* w;
-  const __half* bias;  // may be null
-  const __half* res;   // may be null; may alias y
-  __half* y;
-  int H, W;
-  int act;  // 0 none, 1 relu, 2 silu
-};
+using DParams = DirectParams;  // conv_direct_params.cuh
 
 template <int CI, int CO, int TW, int TH, int NW>
 struct Cfg {
@@ -168,6 +161,7 @@ __global__ void __launch_bounds__(NW * 32) conv3x3_direct_k(const DParams p) {
 struct Variant {
   const char* name;
   int ci, co, tw, th, nw;
+  int nwg;  // > 0: the wgmma family (conv_halo_wgmma.cu) with this many warpgroups; tw is 64
 };
 // 320x320 (stem): 64-wide tiles divide the width; 1, 2 or 4 rows trade CTA count (1,600 / 800 /
 // 400) against weight reloads (every CTA reads the whole weight from L2: 19-38 KiB). 160x160
@@ -178,6 +172,13 @@ constexpr Variant kVariants[] = {
     {"direct3x3_c64x64_4x32", 64, 64, 32, 4, 4}, {"direct3x3_c64x64_2x32", 64, 64, 32, 2, 4},
     {"direct3x3_c64x64_8x32", 64, 64, 32, 8, 8}, {"direct3x3_c32x32_4x64", 32, 32, 64, 4, 8},
     {"direct3x3_c32x64_4x64", 32, 64, 64, 4, 8},
+    // wgmma (sm_90a): 64-wide tiles (one m64 row segment per output row), TH rows over NWG
+    // warpgroups; 2-row tiles give two CTAs per SM at 160x160x64 (108 KiB of shared memory).
+    {"direct3x3w_c32x32_8x64_g2", 32, 32, 64, 8, 0, 2}, {"direct3x3w_c32x32_4x64_g1", 32, 32, 64, 4, 0, 1},
+    {"direct3x3w_c32x32_4x64_g2", 32, 32, 64, 4, 0, 2}, {"direct3x3w_c32x64_4x64_g2", 32, 64, 64, 4, 0, 2},
+    {"direct3x3w_c32x64_4x64_g1", 32, 64, 64, 4, 0, 1}, {"direct3x3w_c32x64_2x64_g2", 32, 64, 64, 2, 0, 2},
+    {"direct3x3w_c64x64_4x64_g2", 64, 64, 64, 4, 0, 2}, {"direct3x3w_c64x64_4x64_g1", 64, 64, 64, 4, 0, 1},
+    {"direct3x3w_c64x64_2x64_g1", 64, 64, 64, 2, 0, 1}, {"direct3x3w_c64x64_2x64_g2", 64, 64, 64, 2, 0, 2},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
@@ -224,6 +225,11 @@ void conv_direct(const void* x, const void* w, const void* bias, const void* res
   p.y = static_cast<__half*>(y);
   p.H = s.H, p.W = s.W;
   p.act = act_code;
+  const Variant& var = kVariants[v];
+  if (var.nwg > 0) {
+    conv_halo_wgmma_launch(p, s.B, var.ci, var.co, var.th, var.nwg, st);
+    return;
+  }
   switch (v) {
     case 0: launch_variant<32, 32, 64, 2, 4>(p, s.B, st); break;
     case 1: launch_variant<32, 32, 64, 1, 4>(p, s.B, st); break;
@@ -233,7 +239,8 @@ void conv_direct(const void* x, const void* w, const void* bias, const void* res
     case 5: launch_variant<64, 64, 32, 2, 4>(p, s.B, st); break;
     case 6: launch_variant<64, 64, 32, 8, 8>(p, s.B, st); break;
     case 7: launch_variant<32, 32, 64, 4, 8>(p, s.B, st); break;
-    default: launch_variant<32, 64, 64, 4, 8>(p, s.B, st); break;
+    case 8: launch_variant<32, 64, 64, 4, 8>(p, s.B, st); break;
+    default: throw Error("conv_direct: variant " + std::to_string(v) + " has no launcher");
   }
 }
 

@@ -56,10 +56,6 @@ struct WCfg {
   static_assert(BN * 8 % NT == 0 && B_IT >= 1 && STAGES >= 3, "tile");
 };
 
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 template <int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(BM * 2) wgmma_conv_k(const IgemmParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
