@@ -283,5 +283,36 @@ TEST(CudaConvIgemm, DISABLED_Timing) {
   cudaStreamDestroy(st);
 }
 
+// Two eager launches of every direct variant, wgmma_128x64_k1 and cuDNN's plain conv on the two
+// shapes the halo kernels are for, for a profiler (asserts nothing):
+//   ncu -k regex:'halo|conv3x3|wgmma|xmma|cudnn' detforge_gpu_tests --gtest_also_run_disabled_tests \
+//     --gtest_filter='*Igemm*ProfileRuns*'
+TEST(CudaConvIgemm, DISABLED_ProfileRuns) {
+  DETFORGE_REQUIRE_GPU();
+  cudnnHandle_t h;
+  ASSERT_EQ(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
+  for (const ConvShape& s : {make_shape(1, 160, 160, 64, 64, 3, 3, 1, 1), make_shape(1, 320, 320, 32, 32, 3, 3, 1, 1)}) {
+    const size_t nx = static_cast<size_t>(s.B) * s.H * s.W * s.Ci, nw = static_cast<size_t>(s.Co) * 9 * s.Ci;
+    const size_t ny = static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co;
+    DevBuf dx(random_vec(nx, -1, 1, 1), true), dw(random_vec(nw, -0.05f, 0.05f, 2), true),
+        db(random_vec(s.Co, -1, 1, 3), true), dy(ny, true);
+    for (int v = 0; v < cuda::conv_direct_variants(); ++v)
+      if (cuda::conv_direct_supported(s, v))
+        for (int r = 0; r < 2; ++r)
+          cuda::conv_direct(dx.get(), dw.get(), db.get(), nullptr, dy.get(), s, Act::relu, v, nullptr);
+    for (int v = 0; v < cuda::conv_igemm_variants(); ++v)
+      if (std::string(cuda::conv_igemm_variant_name(v)) == "wgmma_128x64_k1")
+        for (int r = 0; r < 2; ++r)
+          cuda::conv_igemm(dx.get(), dw.get(), db.get(), nullptr, dy.get(), s, Act::relu, v, nullptr, nullptr);
+    cuda::CudnnConv cc(h, s, true, size_t{256} << 20, "profile");
+    void* ws = nullptr;
+    if (cc.workspace_bytes()) cudaMalloc(&ws, cc.workspace_bytes());
+    for (int r = 0; r < 2; ++r) cc.run(dx.get(), dw.get(), dy.get(), ws, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (ws) cudaFree(ws);
+  }
+  cudnnDestroy(h);
+}
+
 }  // namespace
 }  // namespace detforge::test

@@ -16,7 +16,8 @@
 //    refilled at iteration i was read by group i - 2, which the wait at the end of i - 1 retired;
 //  * cp.async writes go through the generic proxy and wgmma reads through the async proxy, so each
 //    thread fences (fence.proxy.async) before the barrier that publishes a stage;
-//  * the weight chunks of the first D tiles are requested before the PDL wait (a constant);
+//  * launched without programmatic dependent launch (launch_w says why); the weight chunks of
+//    the first D tiles are requested first all the same;
 //  * the epilogue stages the fp32 tile in shared memory and finishes 8 columns per step
 //    (epilogue8.cuh);
 //  * split-K runs as one thread-block cluster of `splits` CTAs along z: each stages its partial
@@ -225,7 +226,7 @@ void launch_w(const IgemmParams& p, int splits, cudaStream_t st) {
   using C = WCfg<BM, BN, STAGES>;
   auto* kern = wgmma_conv_k<BM, BN, STAGES>;
   opt_in_smem<wgmma_conv_k<BM, BN, STAGES>>(C::smem);
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[1];
   int n = 0;
   if (splits > 1) {  // the split-K CTAs of one tile form a cluster along z
     attr[n].id = cudaLaunchAttributeClusterDimension;
@@ -234,11 +235,13 @@ void launch_w(const IgemmParams& p, int splits, cudaStream_t st) {
     attr[n].val.clusterDim.z = static_cast<unsigned>(splits);
     ++n;
   }
-  if (pdl_enabled()) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
+  // No programmatic launch, as for the mma.sync family. With it (session 16, H100), the r18vd
+  // engine under DETFORGE_CUDA_OWN_CONV=1 put 11 linears on wgmma_128x32 and its graph differed
+  // from the eager forward on every schedule (graph check fell back to eager, 0.978 ms); with
+  // DETFORGE_CUDA_PDL=0 the same test passed. The load-time choice (conv_select.cpp) times 20
+  // back-to-back launches of one kernel, where a programmatic launch overlaps each launch's
+  // prologue with the previous one's tail: that flattered these kernels over cuBLASLt (with
+  // PDL=0 no linear was taken).
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, splits);
   cfg.blockDim = dim3(C::NT);
