@@ -6,6 +6,7 @@
 // bits. The r18vd engine on these kernels: test_cuda_own_conv_engine.cpp.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,12 +41,26 @@ bool variant_channels(int v, int* ci, int* co) {
   return false;
 }
 
-void run_case(int v, const Case& c, int ci, int co, uint32_t seed) {
+// The variants of each (Ci, Co), in table order.
+std::vector<std::pair<std::pair<int, int>, std::vector<int>>> variants_by_channels() {
+  std::vector<std::pair<std::pair<int, int>, std::vector<int>>> groups;
+  for (int v = 0; v < cuda::conv_direct_variants(); ++v) {
+    int ci = 0, co = 0;
+    if (!variant_channels(v, &ci, &co)) continue;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == std::make_pair(ci, co); });
+    if (it == groups.end()) it = groups.insert(groups.end(), {{ci, co}, {}});
+    it->second.push_back(v);
+  }
+  return groups;
+}
+
+// One case's inputs and host reference, then every variant in `vs` against it (the reference is
+// the slow part: computed once per case, not once per variant).
+void run_case(const std::vector<int>& vs, const Case& c, int ci, int co, uint32_t seed) {
   const ConvShape s = make_shape(c.B, c.H, c.W, ci, co, 3, 3, 1, 1);
-  const std::string what = std::string(cuda::conv_direct_variant_name(v)) + " b" + std::to_string(c.B) + " " +
-                           std::to_string(c.H) + "x" + std::to_string(c.W) + (c.bias ? " bias" : "") +
-                           (c.res ? " res" : "") + " " + graph::act_name(c.act) + (c.alias ? " aliased" : "");
-  ASSERT_TRUE(cuda::conv_direct_supported(s, v)) << what;
+  const std::string shape_name = " b" + std::to_string(c.B) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) +
+                                 (c.bias ? " bias" : "") + (c.res ? " res" : "") + " " + graph::act_name(c.act) +
+                                 (c.alias ? " aliased" : "");
   const size_t nx = static_cast<size_t>(s.B) * s.H * s.W * s.Ci, nw = static_cast<size_t>(s.Co) * 9 * s.Ci;
   const size_t ny = static_cast<size_t>(s.B) * s.Ho * s.Wo * s.Co;
   const float wscale = 1.0f / std::sqrt(static_cast<float>(9 * s.Ci));
@@ -56,34 +71,38 @@ void run_case(int v, const Case& c, int ci, int co, uint32_t seed) {
   const V want = ref_conv(s, x, w, c.bias ? &bias : nullptr, c.res ? &res : nullptr, c.act);
   float maxabs = 0;
   for (float f : want) maxabs = std::max(maxabs, std::fabs(f));
-  ASSERT_GT(maxabs, 0.1f) << what << ": degenerate reference";
-
-  DevBuf dx(x, true), dw(w, true), db(bias, true);
+  ASSERT_GT(maxabs, 0.1f) << shape_name << ": degenerate reference";
   res.resize(ny + kGuard, kSentinel);
-  DevBuf dres(res, true);
-  DevBuf dyown(ny + kGuard, true);  // NaN poison
-  {
-    std::vector<uint16_t> gh(kGuard, fp32_to_fp16(kSentinel));
-    ASSERT_EQ(cudaMemcpy(static_cast<uint16_t*>(dyown.get()) + ny, gh.data(), kGuard * 2, cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  DevBuf& dy = c.alias ? dres : dyown;
-  auto run = [&] {
-    cuda::conv_direct(dx.get(), dw.get(), c.bias ? db.get() : nullptr, c.res ? dres.get() : nullptr, dy.get(), s,
-                      c.act, v, nullptr);
-  };
-  run();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-  V got = dy.download();
-  for (int i = 0; i < kGuard; ++i) ASSERT_EQ(got[ny + i], kSentinel) << what << ": wrote past the end of y";
-  got.resize(ny);
-  // fp16 output rounding is <= 2^-11 relative; fp32 accumulation error is far below 1e-3.
-  EXPECT_TRUE(close(got, want, 2e-3f, 2e-3f)) << what;
-  if (!c.alias) {  // same inputs again: the same bits
+  DevBuf dx(x, true), dw(w, true), db(bias, true);
+
+  for (int v : vs) {
+    const std::string what = std::string(cuda::conv_direct_variant_name(v)) + shape_name;
+    ASSERT_TRUE(cuda::conv_direct_supported(s, v)) << what;
+    DevBuf dres(res, true);  // fresh each variant: an aliased run overwrites it
+    DevBuf dyown(ny + kGuard, true);  // NaN poison
+    {
+      std::vector<uint16_t> gh(kGuard, fp32_to_fp16(kSentinel));
+      ASSERT_EQ(cudaMemcpy(static_cast<uint16_t*>(dyown.get()) + ny, gh.data(), kGuard * 2, cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+    DevBuf& dy = c.alias ? dres : dyown;
+    auto run = [&] {
+      cuda::conv_direct(dx.get(), dw.get(), c.bias ? db.get() : nullptr, c.res ? dres.get() : nullptr, dy.get(), s,
+                        c.act, v, nullptr);
+    };
     run();
-    V again = dy.download();
-    again.resize(ny);
-    EXPECT_EQ(again, got) << what << ": not deterministic";
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    V got = dy.download();
+    for (int i = 0; i < kGuard; ++i) ASSERT_EQ(got[ny + i], kSentinel) << what << ": wrote past the end of y";
+    got.resize(ny);
+    // fp16 output rounding is <= 2^-11 relative; fp32 accumulation error is far below 1e-3.
+    EXPECT_TRUE(close(got, want, 2e-3f, 2e-3f)) << what;
+    if (!c.alias) {  // same inputs again: the same bits
+      run();
+      V again = dy.download();
+      again.resize(ny);
+      EXPECT_EQ(again, got) << what << ": not deterministic";
+    }
   }
 }
 
@@ -134,20 +153,16 @@ TEST(CudaConvDirect, EdgeTilesBatchesAndEpiloguesEveryVariant) {
       {1, 9, 96, false, false, Act::relu, false},
   };
   uint32_t seed = 900;
-  for (int v = 0; v < cuda::conv_direct_variants(); ++v) {
-    int ci = 0, co = 0;
-    ASSERT_TRUE(variant_channels(v, &ci, &co));
-    for (const Case& c : cases) run_case(v, c, ci, co, seed += 10);
-  }
+  for (const auto& [ch, vs] : variants_by_channels())
+    for (const Case& c : cases) run_case(vs, c, ch.first, ch.second, seed += 10);
 }
 
 TEST(CudaConvDirect, DetectorShapesEveryVariant) {
   DETFORGE_REQUIRE_GPU();
-  for (int v = 0; v < cuda::conv_direct_variants(); ++v) {
-    int ci = 0, co = 0;
-    ASSERT_TRUE(variant_channels(v, &ci, &co));
-    const int hw = ci == 32 ? 320 : 160;  // the stem's convs at 320x320, stage 0's at 160x160
-    run_case(v, {1, hw, hw, true, ci == 64, Act::relu, false}, ci, co, 1700u + v);
+  uint32_t seed = 1700;
+  for (const auto& [ch, vs] : variants_by_channels()) {
+    const int hw = ch.first == 32 ? 320 : 160;  // the stem's convs at 320x320, stage 0's at 160x160
+    run_case(vs, {1, hw, hw, true, ch.first == 64, Act::relu, false}, ch.first, ch.second, seed += 10);
   }
 }
 
