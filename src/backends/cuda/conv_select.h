@@ -25,8 +25,9 @@ namespace detforge::cuda {
 // per-shape choice made batch 1 slower (0.956 vs 0.851 ms): the load-time timing ran each
 // candidate 20 times back to back from the host, where cuBLASLt's and cuDNN's host-side launch
 // cost (not paid inside the captured graph) made the library kernels look slower than they are.
-// The candidates are now timed inside a captured graph (conv_select.cpp); that fix has not been
-// measured on the GPU yet, so the default stays off until an A/B shows it faster.
+// The candidates are now timed inside a captured graph (conv_select.cpp). With the wgmma
+// families added (session 16, H100) mode 1 measured 0.6628 against 0.6663/0.6678 ms at batch 1
+// and -0.6 % at batch 32: the spread between runs, so the default stays off.
 // direct = only the halo-tiled 3x3 kernels (kernels/conv_direct.h), each where it beats cuDNN's
 // fused plan inside a captured graph; direct_force = those kernels wherever one supports the
 // shape (tests). Every own choice is still checked against the library's output when one exists.

@@ -13,7 +13,11 @@
 // first kernel row's MMAs start while the last halo row is in flight.
 // Measured (H100, session 15): 14.4 / 25.5 / 11.5 us against cuDNN's 15.2 / 18.8 / 11.1 on those
 // three shapes, so level with cuDNN: bound by ldmatrix + mma.sync issue, not by load latency.
-// Opt-in through DETFORGE_CUDA_OWN_CONV=direct (conv_select.h).
+// A second family (names "direct3x3w_*", conv_halo_wgmma.cu, compute capability 9.0 only) keeps
+// the halo and the weight in wgmma's core-matrix layout and lets the tensor cores read both from
+// shared memory. It is correct but slower (session 16, H100: 18.3 / 35.6 / 16.5 us on those shapes):
+// ncu shows its single wave loading 124 KiB per CTA, computing, then storing, with no overlap
+// (NOTES v19). Opt-in through DETFORGE_CUDA_OWN_CONV=direct (conv_select.h).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -22,7 +26,9 @@
 
 namespace detforge::cuda {
 
-// Variants = (Ci, Co) x output tile; names like "direct3x3_c64x64_4x32" (TH x TW).
+// Variants = (Ci, Co) x output tile; names like "direct3x3_c64x64_4x32" (TH x TW) and, for the
+// wgmma family, "direct3x3w_c64x64_4x64_g2" (g = warpgroups); on a device other than compute
+// capability 9.0 a wgmma variant throws.
 int conv_direct_variants();
 const char* conv_direct_variant_name(int v);  // throws detforge::Error for a bad v
 

@@ -252,7 +252,10 @@ constexpr Variant kVariants[] = {
     {"igemm_64x64x64_k4", 64, 64, 64, 4}, {"igemm_64x32x64_k1", 64, 32, 64, 1},
     {"igemm_64x32x64_k4", 64, 32, 64, 4},
     // wgmma (conv_wgmma.cu): 128-row tiles for the 320x320-80x80 layers, 64-row tiles and split-K
-    // for 40x40 and 20x20.
+    // for 40x40 and 20x20. Measured (session 16, H100, same timing): no faster than the mma.sync
+    // family on the large 3x3s (160x160x64->64: 11.1 vs cuDNN 11.0 us; 20x20x512->512: 14.1 (k4) vs
+    // 11.4); ahead of cuDNN on 160x160x64->128 s2 (7.5 vs 8.4) and 20x20x128->128 (6.2 vs 6.9).
+    // ncu: latency-bound at ~34 % SM throughput (NOTES v19).
     {"wgmma_128x64_k1", 128, 64, 64, 1, true},  {"wgmma_128x128_k1", 128, 128, 64, 1, true},
     {"wgmma_128x32_k1", 128, 32, 64, 1, true},  {"wgmma_64x128_k1", 64, 128, 64, 1, true},
     {"wgmma_64x64_k1", 64, 64, 64, 1, true},    {"wgmma_64x64_k2", 64, 64, 64, 2, true},
