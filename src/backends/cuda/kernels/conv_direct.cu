@@ -143,17 +143,7 @@ __global__ void __launch_bounds__(NW * 32) conv3x3_direct_k(const DParams p) {
       *reinterpret_cast<float2*>(sC + (r + 8) * C::LDC + c) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
     }
   __syncthreads();
-  constexpr int CH = CO / 8;
-  for (int idx = tid; idx < C::P * CH; idx += C::NT) {
-    const int pix = idx / CH, c = (idx - pix * CH) * 8;
-    const int oy = oy0 + pix / TW, ox = ox0 + pix % TW;
-    if (oy >= p.H || ox >= p.W) continue;
-    const float4 lo = *reinterpret_cast<const float4*>(sC + pix * C::LDC + c);
-    const float4 hi = *reinterpret_cast<const float4*>(sC + pix * C::LDC + c + 4);
-    float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const int64_t o = ((static_cast<int64_t>(b) * p.H + oy) * p.W + ox) * CO + c;
-    store_epilogue8(v, p.bias, p.res, p.y, p.act, c, o);
-  }
+  store_staged_tile<CO, TW>(p, sC, C::LDC, TH, oy0, ox0, b, tid, C::NT);
 }
 
 // ---- host side ---------------------------------------------------------------------------------

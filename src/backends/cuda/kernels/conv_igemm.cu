@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/conv_igemm_params.cuh"
 #include "backends/cuda/kernels/epilogue8.cuh"
+#include "backends/cuda/kernels/igemm_gather.cuh"
 #include "backends/cuda/kernels/mma.cuh"
 #include "backends/cuda/kernels/own_conv_args.h"
 
@@ -75,67 +76,27 @@ __global__ void __launch_bounds__(threads_of<BM, BN, WM, WN>()) igemm_kernel(con
   // Gather state of this thread's A rows and B rows (row r = tid / CPR + i * ROWS_PER_IT).
   const int kc = tid % CPR;
   const int row0 = tid / CPR;
-  const __half* a_base[A_IT];
-  int a_iy[A_IT], a_ix[A_IT];
-#pragma unroll
-  for (int i = 0; i < A_IT; ++i) {
-    const int m = m0 + row0 + i * ROWS_PER_IT;
-    if (m < p.M) {
-      const int b = m / p.HoWo, r = m - b * p.HoWo;
-      const int oy = r / p.Wo, ox = r - oy * p.Wo;
-      a_base[i] = p.x + static_cast<int64_t>(b) * p.H * p.W * p.Ci;
-      a_iy[i] = oy * p.stride - p.pad;
-      a_ix[i] = ox * p.stride - p.pad;
-    } else {
-      a_base[i] = p.x;
-      a_iy[i] = -(1 << 29);  // never inside the image: the chunk is zero-filled
-      a_ix[i] = -(1 << 29);
-    }
-  }
-  const __half* b_row[B_IT];
-  bool b_ok[B_IT];
-#pragma unroll
-  for (int i = 0; i < B_IT; ++i) {
-    const int n = n0 + row0 + i * ROWS_PER_IT;
-    b_ok[i] = n < p.N;
-    b_row[i] = p.w + static_cast<int64_t>(b_ok[i] ? n : 0) * p.K;
-  }
-  // K position of this thread's chunk: k = kt * BK + kc * 8 <-> (ky, kx, ci).
-  int k = kt_begin * kBK + kc * 8;
-  int ci = k % p.Ci, kx, ky;
-  {
-    const int t = k / p.Ci;
-    kx = t % p.kw;
-    ky = t / p.kw;
-  }
+  ImcolGather<A_IT> ga;
+  ga.init(p, m0 + row0, ROWS_PER_IT, kt_begin * kBK + kc * 8);
+  WeightRows<B_IT> gb;
+  gb.init(p, n0 + row0, ROWS_PER_IT);
 
   auto load_tile = [&](int stage) {
-    const bool kok = k < p.K;
     __half* a_dst = sA + stage * BM * kLds + row0 * kLds + kc * 8;
 #pragma unroll
     for (int i = 0; i < A_IT; ++i) {
-      const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
-      const bool ok = kok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.H) &&
-                      static_cast<unsigned>(ix) < static_cast<unsigned>(p.W);
-      const __half* src = ok ? a_base[i] + ((iy * p.W + ix) * p.Ci + ci) : p.x;
+      bool ok;
+      const __half* src = ga.src(p, i, &ok);
       cp_async16(smem_u32(a_dst + i * ROWS_PER_IT * kLds), src, ok);
     }
     __half* b_dst = sB + stage * BN * kLds + row0 * kLds + kc * 8;
 #pragma unroll
     for (int i = 0; i < B_IT; ++i) {
-      const bool ok = kok && b_ok[i];
-      cp_async16(smem_u32(b_dst + i * ROWS_PER_IT * kLds), ok ? b_row[i] + k : p.w, ok);
+      bool ok;
+      const __half* src = gb.src(p, i, ga.k, &ok);
+      cp_async16(smem_u32(b_dst + i * ROWS_PER_IT * kLds), src, ok);
     }
-    // advance by one K tile
-    k += kBK;
-    ci += kBK;
-    while (ci >= p.Ci) {
-      ci -= p.Ci;
-      if (++kx == p.kw) {
-        kx = 0;
-        ++ky;
-      }
-    }
+    ga.advance(p, kBK);  // by one K tile
   };
 
   float acc[MI][NI][4];

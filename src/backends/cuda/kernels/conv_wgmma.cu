@@ -35,6 +35,7 @@
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/conv_igemm_params.cuh"
 #include "backends/cuda/kernels/epilogue8.cuh"
+#include "backends/cuda/kernels/igemm_gather.cuh"
 #include "backends/cuda/kernels/mma.cuh"
 #include "backends/cuda/kernels/wgmma.cuh"
 #include "detforge/types.h"
@@ -76,69 +77,30 @@ __global__ void __launch_bounds__(BM * 2) wgmma_conv_k(const IgemmParams p) {
   // its rows share r & 7 and one swizzled chunk position).
   const int kc = tid & 7, row0 = tid >> 3;
   const uint32_t dst0 = static_cast<uint32_t>(row0 * 128 + ((kc ^ (row0 & 7)) << 4));
-  const __half* a_base[C::A_IT];
-  int a_iy[C::A_IT], a_ix[C::A_IT];
-#pragma unroll
-  for (int i = 0; i < C::A_IT; ++i) {
-    const int m = m0 + row0 + i * C::ROWS_PER_IT;
-    if (m < p.M) {
-      const int b = m / p.HoWo, r = m - b * p.HoWo;
-      const int oy = r / p.Wo, ox = r - oy * p.Wo;
-      a_base[i] = p.x + static_cast<int64_t>(b) * p.H * p.W * p.Ci;
-      a_iy[i] = oy * p.stride - p.pad;
-      a_ix[i] = ox * p.stride - p.pad;
-    } else {
-      a_base[i] = p.x;
-      a_iy[i] = -(1 << 29);  // never inside the image: zero-filled
-      a_ix[i] = -(1 << 29);
-    }
-  }
-  const __half* b_row[C::B_IT];
-  bool b_ok[C::B_IT];
-#pragma unroll
-  for (int i = 0; i < C::B_IT; ++i) {
-    const int n = n0 + row0 + i * C::ROWS_PER_IT;
-    b_ok[i] = n < p.N;
-    b_row[i] = p.w + static_cast<int64_t>(b_ok[i] ? n : 0) * p.K;
-  }
+  ImcolGather<C::A_IT> ga;
+  ga.init(p, m0 + row0, C::ROWS_PER_IT, kt_begin * kBK + kc * 8);
+  WeightRows<C::B_IT> gb;
+  gb.init(p, n0 + row0, C::ROWS_PER_IT);
 
   auto load_b = [&](int stage, int kt) {
     const int k = (kt_begin + kt) * kBK + kc * 8;
     const uint32_t dst = base + stage * C::STAGE_BYTES + C::A_BYTES + dst0;
 #pragma unroll
     for (int i = 0; i < C::B_IT; ++i) {
-      const bool ok = k < p.K && b_ok[i];
-      cp_async16(dst + i * C::ROWS_PER_IT * 128, ok ? b_row[i] + k : p.w, ok);
+      bool ok;
+      const __half* src = gb.src(p, i, k, &ok);
+      cp_async16(dst + i * C::ROWS_PER_IT * 128, src, ok);
     }
   };
-  // K position of this thread's A chunk, advanced one tile per load_a: k <-> (ky, kx, ci).
-  int k = kt_begin * kBK + kc * 8;
-  int ci = k % p.Ci, kx, ky;
-  {
-    const int t = k / p.Ci;
-    kx = t % p.kw;
-    ky = t / p.kw;
-  }
-  auto load_a = [&](int stage) {
-    const bool kok = k < p.K;
+  auto load_a = [&](int stage) {  // the next K tile of A
     const uint32_t dst = base + stage * C::STAGE_BYTES + dst0;
 #pragma unroll
     for (int i = 0; i < C::A_IT; ++i) {
-      const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
-      const bool ok = kok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.H) &&
-                      static_cast<unsigned>(ix) < static_cast<unsigned>(p.W);
-      const __half* src = ok ? a_base[i] + ((iy * p.W + ix) * p.Ci + ci) : p.x;
+      bool ok;
+      const __half* src = ga.src(p, i, &ok);
       cp_async16(dst + i * C::ROWS_PER_IT * 128, src, ok);
     }
-    k += kBK;
-    ci += kBK;
-    while (ci >= p.Ci) {
-      ci -= p.Ci;
-      if (++kx == p.kw) {
-        kx = 0;
-        ++ky;
-      }
-    }
+    ga.advance(p, kBK);
   };
 
   // Prologue: the weight chunks of the first D tiles before the wait (they join group 0).
