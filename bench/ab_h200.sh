@@ -9,7 +9,7 @@
 # Writes OUTDIR/<variant>_b<batch>.json and OUTDIR/ab.json (a list of records) and prints a table.
 # Variables: DETFORGE_CUDA_STREAMS (1..8), DETFORGE_CUDA_CONV_TUNE (plans timed per conv),
 #   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue), DETFORGE_CUDA_ROW_MLP (1 = linear
-#   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_STEM, DETFORGE_CUDA_PDL (0 = plain
+#   chains as row_mlp), DETFORGE_CUDA_OWN_CONV, DETFORGE_CUDA_OWN_CONV_MARGIN, DETFORGE_CUDA_STEM, DETFORGE_CUDA_PDL (0 = plain
 #   launches, 1 = PDL, 2 = PDL on same-stream edges only), DETFORGE_CUDA_ASAP,
 #   DETFORGE_CUDA_CONV_WS0, DETFORGE_CUDA_SMALL_LINEAR, DETFORGE_CUDA_CONV_HANDLES,
 #   DETFORGE_CUDA_LN_ADD, DETFORGE_CUDA_UPSAMPLE_CONCAT, DETFORGE_CUDA_LATE_VALUE,

@@ -2,14 +2,18 @@
 // mode: direct_force (the six convs the halo-tiled 3x3 kernel supports: the stem's 32->32 and
 // 32->64, stage 0's four 64->64), force (every conv on the fastest own variant, the wgmma family
 // of conv_igemm included), and the timed choices direct and 1 (own kernels only where they beat
-// cuDNN's fused plan and match its output). Each keeps the library engine's outputs within the
-// fp16 tolerance of the other engine comparisons, and its graph equals its eager forward bit for
-// bit.
+// cuDNN's fused plan and match its output; mode 1 also with DETFORGE_CUDA_OWN_CONV_MARGIN=1.3,
+// which takes own kernels up to 30 % slower than cuDNN alone). Each keeps the library engine's
+// outputs within the fp16 tolerance of the other engine comparisons, and its graph equals its
+// eager forward bit for bit.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/conv_select.h"
 #include "backends/cuda/cuda_engine.h"
+#include "detforge/types.h"
 #include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
@@ -24,17 +28,18 @@ class CudaOwnConvEngine : public ::testing::TestWithParam<const char*> {};
 TEST_P(CudaOwnConvEngine, R18vdKeepsTheOutputs) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  const std::string mode = GetParam();
+  const std::string settings = GetParam();  // "DETFORGE_CUDA_OWN_CONV=<mode>[ more settings]"
+  const std::string mode = settings.substr(settings.find('=') + 1, settings.find(' ') - settings.find('=') - 1);
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 53);
   auto base = engine_with(lb.graph, "fp16", 2, {});
   const auto want = base->run(px.data(), 2);
-  auto eng = engine_with(lb.graph, "fp16", 2, {"DETFORGE_CUDA_OWN_CONV=" + mode});
+  auto eng = engine_with(lb.graph, "fp16", 2, {settings});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   const std::string summary = e->conv_fusion_summary(2);
-  std::printf("%s: %s\n", mode.c_str(), summary.c_str());
+  std::printf("%s: %s\n", settings.c_str(), summary.c_str());
   if (mode == "direct_force") EXPECT_EQ(summary.rfind("6 convs on own", 0), 0u) << summary;
   if (mode == "force") EXPECT_EQ(summary.rfind("0 convs on own", 0), std::string::npos) << summary;
   if (mode == "direct_force" || mode == "direct") EXPECT_NE(summary.find(" 0 linears on own"), std::string::npos) << summary;
@@ -42,12 +47,28 @@ TEST_P(CudaOwnConvEngine, R18vdKeepsTheOutputs) {
   EXPECT_EQ(e->graph_check(2), "equal");
   const auto got = eng->run(px.data(), 2);
   ASSERT_EQ(got.size(), want.size());
-  expect_r18vd_outputs_agree(want, got, 2, 1e-2, mode.c_str());
+  expect_r18vd_outputs_agree(want, got, 2, 1e-2, settings.c_str());
   const auto eager = e->run_eager(px.data(), 2);
   for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(eager[o].data, got[o].data) << "output " << o;
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, CudaOwnConvEngine, ::testing::Values("direct_force", "direct", "force", "1"));
+INSTANTIATE_TEST_SUITE_P(Modes, CudaOwnConvEngine,
+                         ::testing::Values("DETFORGE_CUDA_OWN_CONV=direct_force", "DETFORGE_CUDA_OWN_CONV=direct",
+                                           "DETFORGE_CUDA_OWN_CONV=force", "DETFORGE_CUDA_OWN_CONV=1",
+                                           "DETFORGE_CUDA_OWN_CONV=1 DETFORGE_CUDA_OWN_CONV_MARGIN=1.3"));
+
+// The margin setting's parse: 1 when unset, the number when in [0.5, 2], an error otherwise.
+TEST(CudaOwnConvSettings, MarginFromTheEnvironmentNeedsNoDevice) {
+  unsetenv("DETFORGE_CUDA_OWN_CONV_MARGIN");
+  EXPECT_EQ(cuda::own_conv_margin_from_env(), 1.0);
+  setenv("DETFORGE_CUDA_OWN_CONV_MARGIN", "1.25", 1);
+  EXPECT_EQ(cuda::own_conv_margin_from_env(), 1.25);
+  for (const char* bad : {"abc", "1.2x", "0.4", "2.5", "nan", "-1"}) {
+    setenv("DETFORGE_CUDA_OWN_CONV_MARGIN", bad, 1);
+    EXPECT_THROW(cuda::own_conv_margin_from_env(), Error) << bad;
+  }
+  unsetenv("DETFORGE_CUDA_OWN_CONV_MARGIN");
+}
 
 }  // namespace
 }  // namespace detforge::test

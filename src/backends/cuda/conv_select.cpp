@@ -135,8 +135,18 @@ OwnConvMode own_conv_mode_from_env() {
               " is not 0, 1, force, direct or direct_force");
 }
 
+double own_conv_margin_from_env() {
+  const char* v = std::getenv("DETFORGE_CUDA_OWN_CONV_MARGIN");
+  if (!v || !*v) return 1.0;
+  char* end = nullptr;
+  const double m = std::strtod(v, &end);
+  if (*end || !(m >= 0.5 && m <= 2.0))
+    throw Error(std::string("cuda backend: DETFORGE_CUDA_OWN_CONV_MARGIN=") + v + " is not a number in [0.5, 2]");
+  return m;
+}
+
 ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& s, graph::Act act,
-                       const ConvBuffers& b, OwnConvMode mode) {
+                       const ConvBuffers& b, OwnConvMode mode, double margin) {
   ConvChoice c;
   c.name = "library";
   const bool have_ref = static_cast<bool>(reference);
@@ -155,7 +165,7 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
     c.library_us = graph_time_us(reference, b.stream);
     ref = download_half(b.y, ny, b.stream);
   }
-  c.chosen_us = own_conv_forced(mode) ? 1e30 : c.library_us;
+  c.chosen_us = own_conv_forced(mode) ? 1e30 : c.library_us * margin;
   std::vector<std::function<void()>> runs;
   for (int v : variants)
     runs.push_back([&, v] { run_own_conv(b.x, b.w, b.bias, b.res, b.y, s, act, v, b.ws, b.stream); });
@@ -163,6 +173,8 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
   if (k >= 0) {
     c.variant = variants[k];
     c.name = own_conv_name(c.variant);
+  } else {
+    c.chosen_us = c.library_us;  // the library kept
   }
   return c;
 }

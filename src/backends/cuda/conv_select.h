@@ -34,6 +34,13 @@ namespace detforge::cuda {
 enum class OwnConvMode { off, fastest, force, direct, direct_force };
 inline bool own_conv_forced(OwnConvMode m) { return m == OwnConvMode::force || m == OwnConvMode::direct_force; }
 OwnConvMode own_conv_mode_from_env();
+// DETFORGE_CUDA_OWN_CONV_MARGIN (default 1): in the timed modes (1, direct) an own kernel is taken
+// when its graph time is below margin x the library's. Above 1 it favours our kernels, which are
+// launched with programmatic dependent launch (their weight loads and block setup overlap the
+// previous kernel's tail; the engine makes edges into cuDNN/cuBLASLt kernels full, so theirs
+// cannot): session 15's direct_force, with some kernels slower alone than cuDNN, measured 0.6659
+// against 0.6701 ms. Values outside [0.5, 2] throw detforge::Error.
+double own_conv_margin_from_env();
 
 // Own conv variants in one index space: conv_igemm's [0, n) and conv_direct's from
 // kDirectVariantBase. The engine stores this index per op (-1 = the library).
@@ -76,6 +83,6 @@ int fastest_matching(const std::vector<std::function<void()>>& runs, const std::
 // 1x1 convolution) on the same buffers; it may be empty (no fused plan): then an own variant is
 // taken, without a cross-check, only in force mode. Synchronises the stream.
 ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& s, graph::Act act,
-                       const ConvBuffers& b, OwnConvMode mode);
+                       const ConvBuffers& b, OwnConvMode mode, double margin = 1.0);
 
 }  // namespace detforge::cuda

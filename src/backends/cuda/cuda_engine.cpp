@@ -84,6 +84,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 1, 0, 1) != 0;
   early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 1, 0, 1) != 0;
   own_conv_ = own_conv_mode_from_env();
+  own_conv_margin_ = own_conv_margin_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);

@@ -528,6 +528,7 @@ class CudaEngine : public Engine {
   bool snapshots_ = false;  // DETFORGE_CUDA_SNAPSHOTS (op_snapshots)
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
   OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)
+  double own_conv_margin_ = 1.0;                 // DETFORGE_CUDA_OWN_CONV_MARGIN (conv_select.h)
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   int pending_batch_ = 0;
   std::unique_ptr<ImageInput> image_input_;  // gpu-preprocess: created by the first run_images()

@@ -201,7 +201,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
         if (oc == own_conv_cache_.end()) {
           std::function<void()> ref;
           if (auto* f = p.fused[i].get()) ref = [f, cb] { f->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
-          oc = own_conv_cache_.emplace(own_key, choose_conv(ref, s, op.act(), cb, mode)).first;
+          oc = own_conv_cache_.emplace(own_key, choose_conv(ref, s, op.act(), cb, mode, own_conv_margin_)).first;
         }
         p.own_conv[i] = oc->second.variant;
         if (p.own_conv[i] >= 0) ++p.n_own;
@@ -247,7 +247,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
         const LtLinear* lt = p.lin[i].get();
         std::function<void()> ref = [lt, cb] { lt->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
         oc = own_conv_cache_.emplace(key, choose_conv(ref, linear_as_conv(rows, N, K), relu ? Act::relu : Act::none,
-                                                      cb, own_conv_)).first;
+                                                      cb, own_conv_, own_conv_margin_)).first;
       }
       p.own_conv[i] = oc->second.variant;
       if (p.own_conv[i] >= 0) ++p.n_own_linear;
