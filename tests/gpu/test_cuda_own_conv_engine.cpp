@@ -3,7 +3,7 @@
 // 32->64, stage 0's four 64->64), force (every conv on the fastest own variant, the wgmma family
 // of conv_igemm included), and the timed choices direct and 1 (own kernels only where they beat
 // cuDNN's fused plan and match its output; mode 1 also with DETFORGE_CUDA_OWN_CONV_MARGIN=1.3,
-// which takes own kernels up to 30 % slower than cuDNN alone). Each keeps the library engine's
+// which takes halo-tiled kernels up to 30 % slower than cuDNN alone). Each keeps the library engine's
 // outputs within the fp16 tolerance of the other engine comparisons, and its graph equals its
 // eager forward bit for bit.
 #include <cstdio>

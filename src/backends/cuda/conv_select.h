@@ -34,9 +34,10 @@ namespace detforge::cuda {
 enum class OwnConvMode { off, fastest, force, direct, direct_force };
 inline bool own_conv_forced(OwnConvMode m) { return m == OwnConvMode::force || m == OwnConvMode::direct_force; }
 OwnConvMode own_conv_mode_from_env();
-// DETFORGE_CUDA_OWN_CONV_MARGIN (default 1): in the timed modes (1, direct) an own kernel is taken
-// when its graph time is below margin x the library's. Above 1 it favours our kernels, which are
-// launched with programmatic dependent launch (their weight loads and block setup overlap the
+// DETFORGE_CUDA_OWN_CONV_MARGIN (default 1): in the timed modes (1, direct) a halo-tiled kernel
+// (conv_direct, either family) is taken when its graph time is below margin x the library's (the
+// implicit-GEMM variants, launched plainly, still need to be faster). Above 1 it favours the
+// halo kernels, which are launched with programmatic dependent launch (their weight loads and block setup overlap the
 // previous kernel's tail; the engine makes edges into cuDNN/cuBLASLt kernels full, so theirs
 // cannot): session 15's direct_force, with some kernels slower alone than cuDNN, measured 0.6659
 // against 0.6701 ms. Values outside [0.5, 2] throw detforge::Error.
@@ -74,10 +75,11 @@ bool halves_close(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b
 // for timing candidates on real buffers; returns the output's element count. Synchronises st.
 size_t randomize_conv_inputs(const ConvShape& s, void* x, void* res, cudaStream_t st);
 // The candidate to take among `runs` (each writes the same output y): the fastest whose
-// graph_time_us is below margin * *best_us (which it then lowers) and whose output matches `ref`
-// (halves_close; no check when ref is empty). -1 when none beats *best_us. Synchronises st.
+// graph_time_us, times its `scale` entry when given (a handicap or a bonus per candidate), is
+// below margin * *best_us (which it then lowers to that scaled time) and whose output matches
+// `ref` (halves_close; no check when ref is empty). -1 when none beats *best_us. Synchronises st.
 int fastest_matching(const std::vector<std::function<void()>>& runs, const std::vector<uint16_t>& ref, const void* y,
-                     cudaStream_t st, double margin, double* best_us);
+                     cudaStream_t st, double margin, double* best_us, const std::vector<double>* scale = nullptr);
 
 // `reference` runs the library kernel (cuDNN's fused conv, or cuBLASLt for a linear seen as a
 // 1x1 convolution) on the same buffers; it may be empty (no fused plan): then an own variant is
