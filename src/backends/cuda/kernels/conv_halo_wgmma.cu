@@ -6,7 +6,10 @@
 // and the im2col kernels (conv_igemm.cu, either family) are bound by L2 traffic: they fetch each
 // input pixel 9 times (160x160x64->64: ~43 MB moved per conv, 11 us at ~4 TB/s, cuDNN too).
 // Here a CTA fetches its input halo and the whole weight once, and the tensor cores read both
-// straight from shared memory.
+// straight from shared memory. Measured (session 16, H100): correct, but slower than the mma.sync
+// halo kernel (160x160x64->64: 16.5 against 11.3 us; cuDNN 11.0). ncu: one wave that loads
+// 124 KiB per CTA, then computes, then stores, with nothing overlapped; its warps wait on cp.async
+// (L1TEX scoreboard) most of the time (NOTES v19).
 //
 // Shared memory (no swizzle: wgmma's "interleave" K-major layout of 8x8 core matrices, each 8
 // rows of 16 contiguous bytes; wgmma.cuh):

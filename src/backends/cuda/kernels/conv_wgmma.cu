@@ -1,11 +1,13 @@
 // The implicit-GEMM fp16 conv on Hopper's warpgroup MMA (wgmma, sm_90a): the wgmma family of
-// conv_igemm's variants (conv_igemm.h has the GEMM view; conv_igemm.cu the variant table and the
-// split-K reduce). Built for sm_90a only (CMakeLists: its own object library).
+// conv_igemm's variants (conv_igemm.h has the GEMM view; conv_igemm.cu the variant table). Built
+// for sm_90a only (CMakeLists: its own object library).
 //
 // Why: our mma.sync kernels (conv_igemm.cu, conv_direct.cu) stop at ~110-165 TFLOP/s on the
 // r18vd 3x3 convs, bound by ldmatrix + mma.sync issue (NOTES v18): every operand passes through
 // registers. wgmma reads both operands from shared memory, so a warpgroup issues one instruction
-// per 64 x N x 16 block and the loads of later K tiles run beside it.
+// per 64 x N x 16 block and the loads of later K tiles run beside it. Measured (session 16, H100):
+// correct, but no faster than the mma.sync family or cuDNN on the r18vd shapes; ncu has it
+// latency-bound at ~34 % SM throughput, as cuDNN's kernel is at 14 % (NOTES v19).
 //
 // Structure (one CTA = BM/64 warpgroups; warpgroup g owns output rows [64g, 64g + 64) and all BN
 // columns):
