@@ -41,12 +41,13 @@ bool variant_channels(int v, int* ci, int* co) {
   return false;
 }
 
-// The variants of each (Ci, Co), in table order.
+// The variants of each (Ci, Co) that run on this device (the wgmma family needs compute
+// capability 9.0), in table order.
 std::vector<std::pair<std::pair<int, int>, std::vector<int>>> variants_by_channels() {
   std::vector<std::pair<std::pair<int, int>, std::vector<int>>> groups;
   for (int v = 0; v < cuda::conv_direct_variants(); ++v) {
     int ci = 0, co = 0;
-    if (!variant_channels(v, &ci, &co)) continue;
+    if (!variant_channels(v, &ci, &co) || !cuda::conv_direct_variant_runs_here(v)) continue;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == std::make_pair(ci, co); });
     if (it == groups.end()) it = groups.insert(groups.end(), {{ci, co}, {}});
     it->second.push_back(v);
@@ -141,6 +142,11 @@ TEST(CudaConvDirect, VariantTableAndShapeChecksNeedNoDevice) {
   EXPECT_THROW(cuda::conv_direct_variant_name(n), Error);
   EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 8, 8, 32, 32, 3, 3, 1, 1), -1));
   EXPECT_FALSE(cuda::conv_direct_supported(make_shape(1, 8, 8, 32, 32, 3, 3, 1, 1), n));
+  EXPECT_FALSE(cuda::conv_direct_variant_runs_here(-1));
+  EXPECT_FALSE(cuda::conv_direct_variant_runs_here(n));
+  for (int v = 0; v < n; ++v)  // the mma.sync family runs anywhere; the wgmma one on CC 9.0 only
+    if (std::string(cuda::conv_direct_variant_name(v)).rfind("direct3x3_", 0) == 0)
+      EXPECT_TRUE(cuda::conv_direct_variant_runs_here(v)) << cuda::conv_direct_variant_name(v);
 }
 
 TEST(CudaConvDirect, EdgeTilesBatchesAndEpiloguesEveryVariant) {

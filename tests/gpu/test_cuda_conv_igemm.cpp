@@ -55,7 +55,7 @@ void run_case(const Case& c, uint32_t seed) {
   DevBuf dx(x, true), dw(w, true), db(bias, true);
   int tested = 0;
   for (int v = 0; v < cuda::conv_igemm_variants(); ++v) {
-    if (!cuda::conv_igemm_supported(s, v)) continue;
+    if (!cuda::conv_igemm_supported(s, v) || !cuda::conv_igemm_variant_runs_here(v)) continue;
     ++tested;
     const std::string what = std::string(c.name) + " / " + cuda::conv_igemm_variant_name(v);
     V res_guarded = res;
@@ -96,7 +96,9 @@ void run_case(const Case& c, uint32_t seed) {
       EXPECT_EQ(again, got) << what << ": not deterministic";
     }
   }
-  EXPECT_EQ(tested, cuda::conv_igemm_variants()) << c.name << ": every variant should support this shape";
+  int runs_here = 0;
+  for (int v = 0; v < cuda::conv_igemm_variants(); ++v) runs_here += cuda::conv_igemm_variant_runs_here(v);
+  EXPECT_EQ(tested, runs_here) << c.name << ": every variant that runs on this device should support this shape";
 }
 
 TEST(CudaConvIgemm, VariantTableAndShapeChecksNeedNoDevice) {
@@ -120,6 +122,11 @@ TEST(CudaConvIgemm, VariantTableAndShapeChecksNeedNoDevice) {
   EXPECT_THROW(cuda::conv_igemm_variant_name(n), Error);
   EXPECT_FALSE(cuda::conv_igemm_supported(big, -1));
   EXPECT_FALSE(cuda::conv_igemm_supported(big, n));
+  EXPECT_FALSE(cuda::conv_igemm_variant_runs_here(-1));
+  EXPECT_FALSE(cuda::conv_igemm_variant_runs_here(n));
+  for (int v = 0; v < n; ++v)  // the mma.sync family runs anywhere; the wgmma one on CC 9.0 only
+    if (std::string(cuda::conv_igemm_variant_name(v)).rfind("igemm_", 0) == 0)
+      EXPECT_TRUE(cuda::conv_igemm_variant_runs_here(v)) << cuda::conv_igemm_variant_name(v);
   // Throws before touching the device.
   alignas(16) static uint16_t dummy[64];
   EXPECT_THROW(cuda::conv_igemm(dummy, dummy, nullptr, nullptr, dummy + 32, big, Act::none, n, nullptr, nullptr),
@@ -241,7 +248,7 @@ TEST(CudaConvIgemm, DISABLED_Timing) {
     line = buf;
     float best = 1e9f;
     for (int v = 0; v < cuda::conv_igemm_variants(); ++v) {
-      if (!cuda::conv_igemm_supported(s, v)) continue;
+      if (!cuda::conv_igemm_supported(s, v) || !cuda::conv_igemm_variant_runs_here(v)) continue;
       void* ws = nullptr;
       if (size_t b = cuda::conv_igemm_workspace(s, v)) cudaMalloc(&ws, b);
       auto run = [&] {
@@ -256,7 +263,7 @@ TEST(CudaConvIgemm, DISABLED_Timing) {
       if (ws) cudaFree(ws);
     }
     for (int v = 0; v < cuda::conv_direct_variants(); ++v) {  // the halo-tiled 3x3 kernels
-      if (!cuda::conv_direct_supported(s, v)) continue;
+      if (!cuda::conv_direct_supported(s, v) || !cuda::conv_direct_variant_runs_here(v)) continue;
       auto run = [&] { cuda::conv_direct(dx.get(), dw.get(), db.get(), dr.get(), dy.get(), s, Act::relu, v, st); };
       for (int i = 0; i < 3; ++i) run();
       const float us = time_us(run);
@@ -297,11 +304,11 @@ TEST(CudaConvIgemm, DISABLED_ProfileRuns) {
     DevBuf dx(random_vec(nx, -1, 1, 1), true), dw(random_vec(nw, -0.05f, 0.05f, 2), true),
         db(random_vec(s.Co, -1, 1, 3), true), dy(ny, true);
     for (int v = 0; v < cuda::conv_direct_variants(); ++v)
-      if (cuda::conv_direct_supported(s, v))
+      if (cuda::conv_direct_supported(s, v) && cuda::conv_direct_variant_runs_here(v))
         for (int r = 0; r < 2; ++r)
           cuda::conv_direct(dx.get(), dw.get(), db.get(), nullptr, dy.get(), s, Act::relu, v, nullptr);
     for (int v = 0; v < cuda::conv_igemm_variants(); ++v)
-      if (std::string(cuda::conv_igemm_variant_name(v)) == "wgmma_128x64_k1")
+      if (std::string(cuda::conv_igemm_variant_name(v)) == "wgmma_128x64_k1" && cuda::conv_igemm_variant_runs_here(v))
         for (int r = 0; r < 2; ++r)
           cuda::conv_igemm(dx.get(), dw.get(), db.get(), nullptr, dy.get(), s, Act::relu, v, nullptr, nullptr);
     cuda::CudnnConv cc(h, s, true, size_t{256} << 20, "profile");

@@ -154,9 +154,10 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
   std::vector<int> variants;
   if (mode != OwnConvMode::direct && mode != OwnConvMode::direct_force)
     for (int v = 0; v < conv_igemm_variants(); ++v)
-      if (conv_igemm_supported(s, v) && conv_igemm_workspace(s, v) <= b.ws_bytes) variants.push_back(v);
+      if (conv_igemm_supported(s, v) && conv_igemm_variant_runs_here(v) && conv_igemm_workspace(s, v) <= b.ws_bytes)
+        variants.push_back(v);
   for (int v = 0; v < conv_direct_variants(); ++v)
-    if (conv_direct_supported(s, v)) variants.push_back(kDirectVariantBase + v);
+    if (conv_direct_supported(s, v) && conv_direct_variant_runs_here(v)) variants.push_back(kDirectVariantBase + v);
   if (variants.empty() || (!have_ref && !own_conv_forced(mode))) return c;
   const size_t ny = randomize_conv_inputs(s, b.x, b.res, b.stream);
   std::vector<uint16_t> ref;

@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/conv_direct_params.cuh"
+#include "backends/cuda/kernels/conv_igemm_params.cuh"  // conv_wgmma_available
 #include "backends/cuda/kernels/epilogue8.cuh"
 #include "backends/cuda/kernels/mma.cuh"
 #include "backends/cuda/kernels/own_conv_args.h"
@@ -199,6 +200,10 @@ bool conv_direct_supported(const ConvShape& s, int v) {
   if (static_cast<int64_t>(s.H) * s.W * s.Ci > kMax || static_cast<int64_t>(s.H) * s.W * s.Co > kMax) return false;
   if (s.B > 65535 || (s.H + var.th - 1) / var.th > 65535 || s.W > (1 << 24)) return false;
   return true;
+}
+
+bool conv_direct_variant_runs_here(int v) {
+  return v >= 0 && v < kNumVariants && (kVariants[v].nwg == 0 || conv_wgmma_available());
 }
 
 void conv_direct(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,

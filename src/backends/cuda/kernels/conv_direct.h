@@ -35,6 +35,9 @@ const char* conv_direct_variant_name(int v);  // throws detforge::Error for a ba
 // True when v runs s: a 3x3 kernel, stride 1, padding 1 (Ho = H, Wo = W), the variant's Ci and
 // Co, and sizes inside the kernel's int arithmetic and grid limits.
 bool conv_direct_supported(const ConvShape& s, int v);
+// False for a wgmma variant unless the current device is compute capability 9.0 (H100, H200);
+// true for the others (conv_direct_supported is the shape check alone, no device needed).
+bool conv_direct_variant_runs_here(int v);
 
 // x: [B,H,W,Ci] fp16, w: [Co,3,3,Ci] fp16, bias: [Co] fp16 or null, res: [B,H,W,Co] fp16 or
 // null, y: [B,H,W,Co] fp16. y = act(conv(x, w) + bias + res), act in {none, relu, silu}, fp32

@@ -275,6 +275,10 @@ bool conv_igemm_supported(const ConvShape& s, int v) {
   return true;
 }
 
+bool conv_igemm_variant_runs_here(int v) {
+  return v >= 0 && v < kNumVariants && (!kVariants[v].wgmma || conv_wgmma_available());
+}
+
 size_t conv_igemm_workspace(const ConvShape& s, int v) {
   if (!conv_igemm_supported(s, v)) return 0;
   int splits = 1, kt = 0, per = 0;

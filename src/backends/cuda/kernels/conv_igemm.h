@@ -31,6 +31,10 @@ const char* conv_igemm_variant_name(int v);  // throws detforge::Error for a bad
 // int range) or v is out of range. Pointer alignment (16 bytes) is checked at launch.
 bool conv_igemm_supported(const ConvShape& s, int v);
 
+// False for a wgmma variant unless the current device is compute capability 9.0 (H100, H200);
+// true for the others. conv_igemm_supported is the shape check alone (no device needed).
+bool conv_igemm_variant_runs_here(int v);
+
 // Bytes of scratch the call needs (split-K fp32 partials [split][M][N] of the mma.sync family); 0
 // when none.
 size_t conv_igemm_workspace(const ConvShape& s, int v);
