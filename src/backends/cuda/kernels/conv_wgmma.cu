@@ -30,6 +30,7 @@
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -219,14 +220,25 @@ void launch_w(const IgemmParams& p, int splits, cudaStream_t st) {
 }  // namespace
 
 // This file is built for sm_90a alone (no PTX), which runs on compute capability 9.0 exactly.
+// Asked on every wgmma launch (both families) and per variant by the selector, so the answer is
+// kept per device ordinal, as opt_in_smem (common.cuh) keeps its opt-in.
 bool conv_wgmma_available() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+  static std::atomic<uint64_t> known{0}, yes{0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (known.load(std::memory_order_acquire) & bit) return (yes.load(std::memory_order_acquire) & bit) != 0;
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
+  if (major == 9 && minor == 0) yes.fetch_or(bit, std::memory_order_acq_rel);
+  known.fetch_or(bit, std::memory_order_acq_rel);
   return major == 9 && minor == 0;
 }
 
