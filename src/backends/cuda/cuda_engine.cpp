@@ -89,6 +89,8 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);
   ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
+  linear_ln_mode_ = env_int("DETFORGE_CUDA_LINEAR_LN", 0, 0, 2);
+  linear_ln_split_ = env_int("DETFORGE_CUDA_LINEAR_LN_SPLIT", 0, 0, 8);
   topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", 0, 0, 1) != 0;
   pool_quad_ = env_int("DETFORGE_CUDA_POOL_QUAD", 0, 0, 1) != 0;
   pad_input_ = env_int("DETFORGE_CUDA_PAD_INPUT", 0, 0, 8);
@@ -191,6 +193,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   setup_box_steps();
   absorbed_.assign(g_.ops.size(), 0);
   setup_ln_adds();
+  setup_linear_lns();
   setup_upsample_concats();
   critical_ = graph::critical_ops(g_, 0.25);
   plan_memory();

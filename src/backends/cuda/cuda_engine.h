@@ -50,6 +50,11 @@ class CaptureNodes {
 // `mode` (1-4), each value to run after its anchor; empty when the graph has none.
 std::vector<std::pair<int, int>> late_value_ops(const graph::Graph& g, int mode);
 
+// DETFORGE_CUDA_LINEAR_LN's candidates (cuda_linear_lns.cpp): (linear, layer_norm) pairs where
+// the layer_norm is the only reader of the linear's output and kernels/linear_ln.h takes the
+// shapes (N = 256, K a multiple of 64 it can split, activation none or relu, constant weights).
+std::vector<std::pair<int, int>> linear_ln_pairs(const graph::Graph& g);
+
 class CudaEngine : public Engine {
  public:
   CudaEngine(const graph::Graph& g, const EngineOptions& opt);
@@ -108,6 +113,8 @@ class CudaEngine : public Engine {
   // launched inside their concat (cuda_upsample_concats.cpp).
   int ln_adds() const;
   int upsample_concats() const;
+  // Linear + layer_norm pairs launched as one linear_ln kernel (cuda_linear_lns.cpp).
+  int linear_lns() const;
   // DETFORGE_CUDA_PAD_INPUT (cuda_input_conv.cpp): the channels the first conv reads its fp16
   // input with (4 or 8), 0 when the input keeps its own.
   int padded_input_channels() const { return pad_op_ >= 0 ? pad_input_ : 0; }
@@ -299,6 +306,10 @@ class CudaEngine : public Engine {
   void order_ln_adds();
   void setup_ln_adds();
   bool launch_ln_add(size_t i, int batch, cudaStream_t s);
+  // cuda_linear_lns.cpp (after setup_ln_adds, before plan_memory): linear + layer_norm pairs;
+  // launch_linear_ln() is true when op i is the site of one (the layer_norm, or its add).
+  void setup_linear_lns();
+  bool launch_linear_ln(size_t i, int batch, cudaStream_t s);
   // cuda_upsample_concats.cpp (after setup_box_steps): upsamples run inside their concat.
   void setup_upsample_concats();
   // cuda_late_values.cpp (constructor, before setup_row_chains): DETFORGE_CUDA_LATE_VALUE's order.
@@ -454,6 +465,11 @@ class CudaEngine : public Engine {
   // output), that layer_norm's index; -1.
   bool ln_add_on_ = true;
   std::vector<int> ln_add_of_;
+  // DETFORGE_CUDA_LINEAR_LN (default 0, not yet measured; cuda_linear_lns.cpp): by op, for the
+  // site of a linear + layer_norm launch, the linear and the layer_norm; -1.
+  int linear_ln_mode_ = 0;
+  int linear_ln_split_ = 0;  // DETFORGE_CUDA_LINEAR_LN_SPLIT
+  std::vector<int> linear_ln_lin_, linear_ln_ln_;
   // DETFORGE_CUDA_TOPK_SPLIT=1 (off, measured equal): the top-k's row maxima from a grid-wide
   // kernel into the op's stream workspace, then the one-SM selection from those keys
   // (kernels/topk_rows.cu v6 says why).

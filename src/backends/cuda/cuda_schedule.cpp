@@ -288,7 +288,13 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   if (!box_step_of_.empty() && box_step_of_[i] >= 0)
     what = absorbed_in_box_step(i) ? "in the box_step launch of a later op" : "own box_step";
   else if (!absorbed_.empty() && absorbed_[i])
-    what = "in the launch of a later op (" + std::string(g_.ops[i].kind == OpKind::layer_norm ? "its add" : "its concat") + ")";
+    what = "in the launch of a later op (" + std::string(g_.ops[i].kind == OpKind::layer_norm ? "its add"
+                                                         : g_.ops[i].kind == OpKind::linear   ? "its layer_norm"
+                                                                                               : "its concat") +
+           ")";
+  else if (!linear_ln_lin_.empty() && linear_ln_lin_[i] >= 0)
+    what = "linear_ln of op " + std::to_string(linear_ln_lin_[i]) +
+           (linear_ln_ln_[i] == static_cast<int>(i) ? "" : " with this add as its second output");
   else if (!ln_add_of_.empty() && ln_add_of_[i] >= 0)
     what = "layer_norm with this add as its second output";
   else if (p.own_conv[i] >= 0)

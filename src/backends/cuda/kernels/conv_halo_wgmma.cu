@@ -19,10 +19,16 @@
 //    output row ty and tap (ky, kx), the A rows (64 consecutive output pixels) are halo pixels
 //    (ty+ky, kx .. kx+63), i.e. 64 consecutive 16-byte chunks of each channel block: SBO = 128,
 //    LBO = one channel block (the im2col matrix is never built).
-// A warpgroup owns TH/NWG output rows: per row, 9 taps x Ci/16 wgmma m64nCOk16. The weight is
-// requested before the programmatic-launch wait; the halo comes in three cp.async groups (kernel
-// rows), so kernel row 0's wgmmas run while the last two halo rows land. The fp32 tile is staged
-// over the operands for 16-byte epilogue stores (epilogue8.cuh).
+// A warpgroup owns TH/NWG output rows: per row, 9 taps x Ci/16 wgmma m64nCOk16. Both operands
+// come in per-kernel-row cp.async groups, so that kernel row ky waits only for weight taps
+// 3ky..3ky+2 (a contiguous third of sW) and halo rows ky..ky+TH-1. The weight (a constant) is
+// requested before the programmatic-launch wait, the halo after it. A thread's wait_group covers a
+// prefix of its own commits, so a thread that issued weight rows 1-2 before the wait could not
+// wait for a halo row 0 issued after it without waiting for them too: the first NTW threads load
+// weight rows 1 and 2, the others the halo, and all of them weight row 0 (load_w, load_rows).
+// The weight's smem writes were 32-way bank-conflicted (a warp's 16-byte chunks Co*16 bytes
+// apart); they are now conflict-free (a warp writes 32 slots over Co). Not yet measured on a GPU.
+// The fp32 tile is staged over the operands for 16-byte epilogue stores (epilogue8.cuh).
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -46,6 +52,7 @@ struct HCfg {
   static constexpr int CPB = CI / 8;  // 16-byte channel blocks per pixel
   static constexpr int R = TH / NWG;  // output rows per warpgroup
   static constexpr int NT = NWG * 128;
+  static constexpr int NTW = NT / 4;  // threads that load weight rows 1-2 (a guess: tune on a GPU)
   static constexpr int W_BYTES = 9 * CI * CO * 2;
   static constexpr int CB = HHT * HWD * 16;  // bytes of one channel block of the halo
   static constexpr int X_BYTES = CPB * CB;
@@ -54,6 +61,7 @@ struct HCfg {
   static constexpr size_t kStaging = static_cast<size_t>(TH) * TW * LDC * 4;
   static constexpr size_t smem = kOperands > kStaging ? kOperands : kStaging;
   static_assert(CI % 16 == 0 && CO % 16 == 0 && CO <= 128 && TH % NWG == 0, "shape");
+  static_assert(CPB % 2 == 0, "the weight load pairs channel blocks (32-byte global sectors)");
 };
 
 template <int CI, int CO, int TH, int NWG>
@@ -65,18 +73,36 @@ __global__ void __launch_bounds__(NWG * 128) halo_wgmma_k(const DirectParams p) 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH, b = blockIdx.z;
 
-  // The weight (OHWI: chunk idx is (co, tap, cb) with cb fastest), a constant: before the wait.
-  for (int idx = tid; idx < CO * 9 * C::CPB; idx += C::NT) {
-    const int cb = idx % C::CPB, t = idx / C::CPB, tap = t % 9, co = t / 9;
-    cp_async16(sw + ((tap * C::CPB + cb) * CO + co) * 16, p.w + static_cast<int64_t>(idx) * 8, true);
+  // Weight kernel row ky (taps 3ky..3ky+2; OHWI: global chunk (co*9 + tap)*CPB + cb) over
+  // threads t0, t0+nt, ...: a lane pair takes cb 2h, 2h+1 (one 32-byte sector), the next index
+  // bits co, so a warp writes 16 consecutive co of 2 cb, 32 distinct 16-byte slots (nt and the
+  // warp's first j are multiples of 32 and CO of 16): the 4-wavefront minimum, no bank conflict.
+  auto load_w = [&](int ky, int t0, int nt) {
+    constexpr int HALF = C::CPB / 2;
+    for (int j = t0; j < 3 * C::CPB * CO; j += nt) {
+      const int co = (j >> 1) % CO, rest = (j >> 1) / CO;
+      const int cb = (rest % HALF) * 2 + (j & 1), tap = ky * 3 + rest / HALF;
+      cp_async16(sw + ((tap * C::CPB + cb) * CO + co) * 16,
+                 p.w + (static_cast<int64_t>(co * 9 + tap) * C::CPB + cb) * 8, true);
+    }
+    cp_async_commit();
+  };
+  // Commit groups, per thread (wait_group N: all but the N most recent of the thread's groups
+  // are complete). Threads tid < NTW: W0 | W1 | W2, all before the wait; the others: W0 | H0 | H1 |
+  // H2, the halo after it. Before kernel row ky every thread waits with N = 2 - ky: W0 (+ H0),
+  // then W1 (+ H1), then everything; the weight rows 1-2 never hold up a halo row 0.
+  const bool wthr = tid < C::NTW;  // warp-uniform
+  load_w(0, tid, C::NT);
+  if (wthr) {
+    load_w(1, tid, C::NTW);
+    load_w(2, tid, C::NTW);
   }
-  cp_async_commit();
   pdl_wait_and_release();
 
   const __half* xb = p.x + static_cast<int64_t>(b) * p.H * p.W * CI;
   auto load_rows = [&](int r0, int r1) {
     const int n = (r1 - r0) * C::HWD * C::CPB;
-    for (int idx = tid; idx < n; idx += C::NT) {
+    for (int idx = tid - C::NTW; idx < n; idx += C::NT - C::NTW) {
       const int cb = idx % C::CPB, px = idx / C::CPB;
       const int r = r0 + px / C::HWD, col = px % C::HWD;
       const int iy = oy0 - 1 + r, ix = ox0 - 1 + col;
@@ -87,16 +113,18 @@ __global__ void __launch_bounds__(NWG * 128) halo_wgmma_k(const DirectParams p) 
     }
     cp_async_commit();
   };
-  load_rows(0, TH);           // kernel row 0 reads halo rows 0..TH-1
-  load_rows(TH, TH + 1);      // row 1 also reads TH
-  load_rows(TH + 1, TH + 2);  // row 2 also reads TH+1
+  if (!wthr) {
+    load_rows(0, TH);           // kernel row 0 reads halo rows 0..TH-1
+    load_rows(TH, TH + 1);      // row 1 also reads TH
+    load_rows(TH + 1, TH + 2);  // row 2 also reads TH+1
+  }
 
   float acc[C::R][CO / 2];  // started by the first wgmma (accumulate = 0), not zeroed
 
 #pragma unroll
   for (int ky = 0; ky < 3; ++ky) {
     if (ky == 0)
-      cp_async_wait<2>();  // the weight and halo rows 0..TH-1
+      cp_async_wait<2>();  // weight row 0 and halo rows 0..TH-1
     else if (ky == 1)
       cp_async_wait<1>();
     else
