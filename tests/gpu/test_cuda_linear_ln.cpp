@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/conv_select.h"
+#include "backends/cuda/cublaslt_linear.h"
 #include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/linear_ln.h"
 #include "detforge/types.h"
 #include "engine_settings.h"
@@ -183,6 +186,68 @@ TEST_F(CudaLinearLn, OutputMayAliasTheResidual) {
   a.N = kLinearLnN;
   cuda::linear_ln(a, nullptr, 4);
   EXPECT_EQ(res.download(), want);
+}
+
+// Kernel times (graph_time_us: 20 back-to-back launches in a captured graph) of each r18vd pair:
+// cuBLASLt's linear + our layer_norm against linear_ln at every split. Prints only; the engine
+// A/B (bench/ab_h200.sh) decides. Back-to-back launches flatter a programmatic launch (its
+// prologue overlaps the previous launch's tail), so each linear_ln split is also timed without.
+TEST_F(CudaLinearLn, DISABLED_Timing) {
+  struct Shape {
+    const char* name;
+    LnCase c;
+  };
+  const Shape shapes[] = {
+      {"decoder out_proj + LN + qpos", {300, 256, true, true, false, true, false}},
+      {"decoder output_proj + LN", {300, 256, true, true, false, false, false}},
+      {"decoder fc2 + LN", {300, 1024, true, true, false, false, false}},
+      {"AIFI fc2 + LN", {400, 1024, true, true, false, false, false}},
+      {"enc_output + LN", {8400, 256, true, false, false, false, false}},
+  };
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+  cublasLtHandle_t lt;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  for (const Shape& sh : shapes) {
+    const LnCase& c = sh.c;
+    const LnData d = make_data(c, 5);
+    DevBuf x(d.x, true), w(d.w, true), b(d.b, true), res(d.res, true), g(d.gamma, true), bt(d.beta, true),
+        a2(d.add2, true), t(c.M * kLinearLnN, true), y(c.M * kLinearLnN, true), y2(c.M * kLinearLnN, true);
+    cuda::LtLinear lin(lt, static_cast<int>(c.M), kLinearLnN, c.K, true, true, false, c.res, size_t{32} << 20, sh.name);
+    void* ws = nullptr;
+    if (lin.workspace_bytes()) ASSERT_EQ(cudaMalloc(&ws, lin.workspace_bytes()), cudaSuccess);
+    const double lib = cuda::graph_time_us(
+        [&] {
+          lin.run(x.get(), w.get(), b.get(), c.res ? res.get() : nullptr, t.get(), ws, st);
+          cuda::layer_norm(t.get(), nullptr, g.get(), bt.get(), y.get(), c.M, kLinearLnN, 1e-5f, true, st,
+                           c.add2 ? a2.get() : nullptr, c.add2 ? y2.get() : nullptr);
+        },
+        st);
+    std::printf("%-30s M %5lld K %4d: cuBLASLt + layer_norm %6.2f us;", sh.name, static_cast<long long>(c.M), c.K, lib);
+    for (int split : linear_ln_splits(c.K)) {
+      LinearLnArgs a;
+      a.x = x.get();
+      a.w = w.get();
+      a.bias = b.get();
+      a.res = c.res ? res.get() : nullptr;
+      a.gamma = g.get();
+      a.beta = bt.get();
+      a.add2 = c.add2 ? a2.get() : nullptr;
+      a.y2 = c.add2 ? y2.get() : nullptr;
+      a.y = y.get();
+      a.M = c.M;
+      a.K = c.K;
+      a.N = kLinearLnN;
+      const double pdl = cuda::graph_time_us([&] { cuda::linear_ln(a, st, split, true); }, st);
+      const double plain = cuda::graph_time_us([&] { cuda::linear_ln(a, st, split, false); }, st);
+      std::printf(" split %d %6.2f (no PDL %6.2f)%s", split, pdl, plain,
+                  split == linear_ln_auto_split(c.M, c.K) ? "*" : "");
+    }
+    std::printf("\n");
+    cudaFree(ws);
+  }
+  cublasLtDestroy(lt);
+  cudaStreamDestroy(st);
 }
 
 TEST(CudaLinearLnRules, SplitsAndChecksNeedNoDevice) {
