@@ -340,7 +340,9 @@ TEST_P(CudaLinearLnEngine, R18vdKeepsTheOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaLinearLnEngine,
                          ::testing::Values("DETFORGE_CUDA_LINEAR_LN=1", "DETFORGE_CUDA_LINEAR_LN=2",
-                                           "DETFORGE_CUDA_LINEAR_LN=1 DETFORGE_CUDA_LINEAR_LN_SPLIT=2"));
+                                           "DETFORGE_CUDA_LINEAR_LN=1 DETFORGE_CUDA_LINEAR_LN_SPLIT=2",
+                                           // batch 2: enc_output's 16,800 rows run unfused, the rest fused
+                                           "DETFORGE_CUDA_LINEAR_LN=1 DETFORGE_CUDA_LINEAR_LN_MAX_ROWS=1000"));
 
 }  // namespace
 }  // namespace detforge::test

@@ -91,6 +91,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
   linear_ln_mode_ = env_int("DETFORGE_CUDA_LINEAR_LN", 0, 0, 2);
   linear_ln_split_ = env_int("DETFORGE_CUDA_LINEAR_LN_SPLIT", 0, 0, 8);
+  linear_ln_max_rows_ = env_int("DETFORGE_CUDA_LINEAR_LN_MAX_ROWS", static_cast<int>(linear_ln_max_rows_), 1, 1 << 30);
   topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", 0, 0, 1) != 0;
   pool_quad_ = env_int("DETFORGE_CUDA_POOL_QUAD", 0, 0, 1) != 0;
   pad_input_ = env_int("DETFORGE_CUDA_PAD_INPUT", 0, 0, 8);
@@ -341,6 +342,7 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->max_streams = max_streams_;
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     plan_row_chains(*np, batch);
+    plan_linear_lns(*np, batch);
     schedule(*np, batch);
     bind_convs_to_stream_handles(*np, batch);
     alloc_snapshots(*np, batch);

@@ -213,6 +213,7 @@ class CudaEngine : public Engine {
     std::vector<std::unique_ptr<LtLinear>> lin;    // by op index
     std::vector<SmallLinear> small_lin;  // by op index (linear): own small-K/N kernel; none: lin / own_conv
     std::vector<char> chain_on;  // by row chain: one row_mlp launch at this batch
+    std::vector<char> linear_ln_on;  // by op (a pair's linear and site): one linear_ln launch at this batch
     graph::StreamSchedule sched;       // entry 0: the input conversion, entry i+1: op i
     std::vector<cudaEvent_t> events;   // per schedule entry that another stream waits for
     cudaGraphExec_t exec = nullptr;
@@ -308,8 +309,11 @@ class CudaEngine : public Engine {
   bool launch_ln_add(size_t i, int batch, cudaStream_t s);
   // cuda_linear_lns.cpp (after setup_ln_adds, before plan_memory): linear + layer_norm pairs;
   // launch_linear_ln() is true when op i is the site of one (the layer_norm, or its add).
+  // plan_linear_lns() (per batch, beside plan_row_chains): a pair runs fused while its rows fit
+  // DETFORGE_CUDA_LINEAR_LN_MAX_ROWS, else as its two ops (the linear then writes its output).
   void setup_linear_lns();
-  bool launch_linear_ln(size_t i, int batch, cudaStream_t s);
+  void plan_linear_lns(BatchPlan& p, int batch);
+  bool launch_linear_ln(size_t i, const BatchPlan& p, int batch, cudaStream_t s);
   // cuda_upsample_concats.cpp (after setup_box_steps): upsamples run inside their concat.
   void setup_upsample_concats();
   // cuda_late_values.cpp (constructor, before setup_row_chains): DETFORGE_CUDA_LATE_VALUE's order.
@@ -469,7 +473,12 @@ class CudaEngine : public Engine {
   // site of a linear + layer_norm launch, the linear and the layer_norm; -1.
   int linear_ln_mode_ = 0;
   int linear_ln_split_ = 0;  // DETFORGE_CUDA_LINEAR_LN_SPLIT
+  // DETFORGE_CUDA_LINEAR_LN_MAX_ROWS: one wave of 64-row blocks at two per SM (132 SMs). Beyond it
+  // the kernel's weight re-reads (128 KiB per 64 rows) outgrow cuBLASLt's: r18vd's enc_output at
+  // batch 32 (268,800 rows) would move ~0.7 GB through L2.
+  int64_t linear_ln_max_rows_ = 264 * 64;
   std::vector<int> linear_ln_lin_, linear_ln_ln_;
+  std::vector<int> linear_ln_lin_of_;  // by op: for a pair's linear, its site; -1
   // DETFORGE_CUDA_TOPK_SPLIT=1 (off, measured equal): the top-k's row maxima from a grid-wide
   // kernel into the op's stream workspace, then the one-SM selection from those keys
   // (kernels/topk_rows.cu v6 says why).

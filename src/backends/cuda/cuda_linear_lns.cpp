@@ -10,7 +10,8 @@
 // is launched together (then the add's output is the kernel's second output), charged with
 // reading the linear's activations (extra_reads_) so the arena keeps them and the schedule orders
 // the launch after their producers. The linear's own output is never written: its only reader is
-// the layer_norm, whose work the launch does.
+// the layer_norm, whose work the launch does. Past DETFORGE_CUDA_LINEAR_LN_MAX_ROWS rows (a
+// batch's choice, plan_linear_lns) both ops run as before and the linear writes its output.
 #include <algorithm>
 
 #include "backends/cuda/cuda_engine.h"
@@ -54,6 +55,7 @@ void CudaEngine::setup_linear_lns() {
   const size_t n = g_.ops.size();
   linear_ln_lin_.assign(n, -1);
   linear_ln_ln_.assign(n, -1);
+  linear_ln_lin_of_.assign(n, -1);
   if (!half_ || linear_ln_mode_ == 0 || row_mlp_ || !linear_ln_runs_here()) return;
   for (const auto& [l, ln] : linear_ln_pairs(g_)) {
     if (absorbed_[l] || (!box_step_of_.empty() && (box_step_of_[l] >= 0 || box_step_of_[ln] >= 0))) continue;
@@ -64,6 +66,7 @@ void CudaEngine::setup_linear_lns() {
       site = static_cast<int>(it - ln_add_of_.begin());
     }
     absorbed_[l] = 1;
+    linear_ln_lin_of_[l] = site;
     linear_ln_lin_[site] = l;
     linear_ln_ln_[site] = ln;
     for (TensorId t : g_.ops[l].inputs)
@@ -71,9 +74,21 @@ void CudaEngine::setup_linear_lns() {
   }
 }
 
-bool CudaEngine::launch_linear_ln(size_t i, int batch, cudaStream_t s) {
+void CudaEngine::plan_linear_lns(BatchPlan& p, int batch) {
+  p.linear_ln_on.assign(g_.ops.size(), 0);
+  for (size_t i = 0; i < linear_ln_lin_.size(); ++i) {
+    const int l = linear_ln_lin_[i];
+    if (l < 0) continue;
+    const TensorId y = g_.ops[linear_ln_ln_[i]].outputs[0];
+    if (g_.tensor(y).numel() / kLinearLnN * batch > linear_ln_max_rows_) continue;
+    p.linear_ln_on[i] = 1;
+    p.linear_ln_on[l] = 1;
+  }
+}
+
+bool CudaEngine::launch_linear_ln(size_t i, const BatchPlan& p, int batch, cudaStream_t s) {
   const int l = linear_ln_lin_.empty() ? -1 : linear_ln_lin_[i];
-  if (l < 0) return false;
+  if (l < 0 || !p.linear_ln_on[i]) return false;  // off at this batch: the layer_norm (or add) runs its own way
   const graph::Op &lin = g_.ops[l], &ln = g_.ops[linear_ln_ln_[i]];
   LinearLnArgs a;
   a.x = ptr(lin.inputs[0]);

@@ -287,12 +287,14 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   std::string what = graph::op_kind_name(g_.ops[i].kind);
   if (!box_step_of_.empty() && box_step_of_[i] >= 0)
     what = absorbed_in_box_step(i) ? "in the box_step launch of a later op" : "own box_step";
+  else if (!linear_ln_lin_of_.empty() && linear_ln_lin_of_[i] >= 0 && !p.linear_ln_on[i])
+    what = "cuBLASLt linear (its linear_ln pair is over DETFORGE_CUDA_LINEAR_LN_MAX_ROWS at this batch)";
   else if (!absorbed_.empty() && absorbed_[i])
     what = "in the launch of a later op (" + std::string(g_.ops[i].kind == OpKind::layer_norm ? "its add"
                                                          : g_.ops[i].kind == OpKind::linear   ? "its layer_norm"
                                                                                                : "its concat") +
            ")";
-  else if (!linear_ln_lin_.empty() && linear_ln_lin_[i] >= 0)
+  else if (!linear_ln_lin_.empty() && linear_ln_lin_[i] >= 0 && p.linear_ln_on[i])
     what = "linear_ln of op " + std::to_string(linear_ln_lin_[i]) +
            (linear_ln_ln_[i] == static_cast<int>(i) ? "" : " with this add as its second output");
   else if (!ln_add_of_.empty() && ln_add_of_[i] >= 0)
