@@ -87,29 +87,43 @@ struct LnRun {
   std::vector<float> y, y2;
 };
 
+// A case's data on the device, and the kernel's arguments over it (the case's optional inputs
+// only).
+struct LnBufs {
+  LnBufs(const LnCase& c, const LnData& d)
+      : c(c), x(d.x, true), w(d.w, true), b(d.b, true), res(d.res, true), lres(d.ln_res, true),
+        g(d.gamma, true), bt(d.beta, true), a2(d.add2, true), y(c.M * kLinearLnN, true),
+        y2(c.M * kLinearLnN, true) {}
+  LinearLnArgs args() const {
+    LinearLnArgs a;
+    a.x = x.get();
+    a.w = w.get();
+    a.bias = c.bias ? b.get() : nullptr;
+    a.res = c.res ? res.get() : nullptr;
+    a.act = c.relu ? Act::relu : Act::none;
+    a.ln_res = c.ln_res ? lres.get() : nullptr;
+    a.gamma = g.get();
+    a.beta = bt.get();
+    a.add2 = c.add2 ? a2.get() : nullptr;
+    a.y2 = c.add2 ? y2.get() : nullptr;
+    a.y = y.get();
+    a.M = c.M;
+    a.K = c.K;
+    a.N = kLinearLnN;
+    return a;
+  }
+  LnCase c;
+  DevBuf x, w, b, res, lres, g, bt, a2, y, y2;
+};
+
 LnRun device_run(const LnCase& c, const LnData& d, int split) {
-  DevBuf x(d.x, true), w(d.w, true), b(d.b, true), res(d.res, true), lres(d.ln_res, true), g(d.gamma, true),
-      bt(d.beta, true), a2(d.add2, true), y(c.M * kLinearLnN, true), y2(c.M * kLinearLnN, true);
-  LinearLnArgs a;
-  a.x = x.get();
-  a.w = w.get();
-  a.bias = c.bias ? b.get() : nullptr;
-  a.res = c.res ? res.get() : nullptr;
-  a.act = c.relu ? Act::relu : Act::none;
-  a.ln_res = c.ln_res ? lres.get() : nullptr;
-  a.gamma = g.get();
-  a.beta = bt.get();
-  a.add2 = c.add2 ? a2.get() : nullptr;
-  a.y2 = c.add2 ? y2.get() : nullptr;
-  a.y = y.get();
-  a.M = c.M;
-  a.K = c.K;
-  a.N = kLinearLnN;
+  LnBufs bufs(c, d);
+  const LinearLnArgs a = bufs.args();
   EXPECT_EQ(linear_ln_unsupported(a, split), "");
   cuda::linear_ln(a, nullptr, split);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  LnRun r{y.download(), {}};
-  if (c.add2) r.y2 = y2.download();
+  LnRun r{bufs.y.download(), {}};
+  if (c.add2) r.y2 = bufs.y2.download();
   return r;
 }
 
@@ -172,20 +186,11 @@ TEST_F(CudaLinearLn, OutputMayAliasTheResidual) {
   const LnCase c{300, 256, true, true, false, false, false};
   const LnData d = make_data(c, 29);
   const std::vector<float> want = device_run(c, d, 4).y;
-  DevBuf x(d.x, true), w(d.w, true), b(d.b, true), res(d.res, true), g(d.gamma, true), bt(d.beta, true);
-  LinearLnArgs a;
-  a.x = x.get();
-  a.w = w.get();
-  a.bias = b.get();
-  a.res = res.get();
-  a.gamma = g.get();
-  a.beta = bt.get();
-  a.y = res.get();
-  a.M = c.M;
-  a.K = c.K;
-  a.N = kLinearLnN;
+  LnBufs bufs(c, d);
+  LinearLnArgs a = bufs.args();
+  a.y = bufs.res.get();
   cuda::linear_ln(a, nullptr, 4);
-  EXPECT_EQ(res.download(), want);
+  EXPECT_EQ(bufs.res.download(), want);
 }
 
 // Kernel times (graph_time_us: 20 back-to-back launches in a captured graph) of each r18vd pair:
@@ -211,33 +216,20 @@ TEST_F(CudaLinearLn, DISABLED_Timing) {
   for (const Shape& sh : shapes) {
     const LnCase& c = sh.c;
     const LnData d = make_data(c, 5);
-    DevBuf x(d.x, true), w(d.w, true), b(d.b, true), res(d.res, true), g(d.gamma, true), bt(d.beta, true),
-        a2(d.add2, true), t(c.M * kLinearLnN, true), y(c.M * kLinearLnN, true), y2(c.M * kLinearLnN, true);
+    LnBufs bufs(c, d);
+    DevBuf t(c.M * kLinearLnN, true);  // the linear's output between the two library-path kernels
+    const LinearLnArgs a = bufs.args();
     cuda::LtLinear lin(lt, static_cast<int>(c.M), kLinearLnN, c.K, true, true, false, c.res, size_t{32} << 20, sh.name);
     void* ws = nullptr;
     if (lin.workspace_bytes()) ASSERT_EQ(cudaMalloc(&ws, lin.workspace_bytes()), cudaSuccess);
     const double lib = cuda::graph_time_us(
         [&] {
-          lin.run(x.get(), w.get(), b.get(), c.res ? res.get() : nullptr, t.get(), ws, st);
-          cuda::layer_norm(t.get(), nullptr, g.get(), bt.get(), y.get(), c.M, kLinearLnN, 1e-5f, true, st,
-                           c.add2 ? a2.get() : nullptr, c.add2 ? y2.get() : nullptr);
+          lin.run(a.x, a.w, a.bias, a.res, t.get(), ws, st);
+          cuda::layer_norm(t.get(), a.ln_res, a.gamma, a.beta, a.y, c.M, kLinearLnN, 1e-5f, true, st, a.add2, a.y2);
         },
         st);
     std::printf("%-30s M %5lld K %4d: cuBLASLt + layer_norm %6.2f us;", sh.name, static_cast<long long>(c.M), c.K, lib);
     for (int split : linear_ln_splits(c.K)) {
-      LinearLnArgs a;
-      a.x = x.get();
-      a.w = w.get();
-      a.bias = b.get();
-      a.res = c.res ? res.get() : nullptr;
-      a.gamma = g.get();
-      a.beta = bt.get();
-      a.add2 = c.add2 ? a2.get() : nullptr;
-      a.y2 = c.add2 ? y2.get() : nullptr;
-      a.y = y.get();
-      a.M = c.M;
-      a.K = c.K;
-      a.N = kLinearLnN;
       const double pdl = cuda::graph_time_us([&] { cuda::linear_ln(a, st, split, true); }, st);
       const double plain = cuda::graph_time_us([&] { cuda::linear_ln(a, st, split, false); }, st);
       std::printf(" split %d %6.2f (no PDL %6.2f)%s", split, pdl, plain,

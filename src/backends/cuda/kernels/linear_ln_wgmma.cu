@@ -73,20 +73,7 @@ __device__ __forceinline__ void cp_async_wait_pending(int pending) {
     cp_async_wait<3>();
 }
 
-__device__ __forceinline__ void load8(float (&v)[8], const __half* p) {
-  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __half22float2(h[j]);
-    v[2 * j] = f.x;
-    v[2 * j + 1] = f.y;
-  }
-}
-
-// Activations may be written by this kernel (y may alias res / ln_res / add2): plain loads.
-__device__ __forceinline__ void load8_plain(float (&v)[8], const __half* p) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void unround8(float (&v)[8], const uint4& u) {
   const __half2* h = reinterpret_cast<const __half2*>(&u);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -104,16 +91,14 @@ __device__ __forceinline__ uint4 round8(const float (&v)[8]) {
   return out;
 }
 
-__device__ __forceinline__ void unround8(float (&v)[8], const uint4& u) {
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __half22float2(h[j]);
-    v[2 * j] = f.x;
-    v[2 * j + 1] = f.y;
-  }
+// Constants (bias, gamma, beta) through the read-only path.
+__device__ __forceinline__ void load8(float (&v)[8], const __half* p) {
+  unround8(v, __ldg(reinterpret_cast<const uint4*>(p)));
 }
-
+// Activations may be written by this kernel (y may alias res / ln_res / add2): plain loads.
+__device__ __forceinline__ void load8_plain(float (&v)[8], const __half* p) {
+  unround8(v, *reinterpret_cast<const uint4*>(p));
+}
 #endif
 
 template <int NKT>
