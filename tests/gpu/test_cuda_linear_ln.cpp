@@ -20,6 +20,7 @@
 #include "io/bundle_graph.h"
 #include "r18_bundle.h"
 #include "r18_compare.h"
+#include "r18_settings_check.h"
 #include "test_paths.h"
 
 namespace detforge::test {
@@ -312,22 +313,7 @@ TEST_P(CudaLinearLnEngine, R18vdKeepsTheOutputs) {
   DETFORGE_REQUIRE_SHARED();
   if (!cuda::linear_ln_runs_here()) GTEST_SKIP() << "linear_ln needs compute capability 9.0";
   const std::string settings = GetParam();
-  LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 61);
-  auto base = engine_with(lb.graph, "fp16", 2, {});
-  const auto want = base->run(px.data(), 2);
-  auto eng = engine_with(lb.graph, "fp16", 2, {settings});
-  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->linear_lns(), 12) << settings;
-  ASSERT_TRUE(e->graph_captured(2));
-  EXPECT_EQ(e->graph_check(2), "equal");
-  const auto got = eng->run(px.data(), 2);
-  ASSERT_EQ(got.size(), want.size());
-  expect_r18vd_outputs_agree(want, got, 2, 1e-2, settings.c_str());
-  const auto eager = e->run_eager(px.data(), 2);
-  for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(eager[o].data, got[o].data) << "output " << o;
+  expect_settings_keep_r18vd_outputs(settings, 61, [&](cuda::CudaEngine& e) { EXPECT_EQ(e.linear_lns(), 12) << settings; });
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaLinearLnEngine,

@@ -19,6 +19,7 @@
 #include "io/bundle_graph.h"
 #include "r18_bundle.h"
 #include "r18_compare.h"
+#include "r18_settings_check.h"
 
 namespace detforge::test {
 namespace {
@@ -30,26 +31,14 @@ TEST_P(CudaOwnConvEngine, R18vdKeepsTheOutputs) {
   DETFORGE_REQUIRE_SHARED();
   const std::string settings = GetParam();  // "DETFORGE_CUDA_OWN_CONV=<mode>[ more settings]"
   const std::string mode = settings.substr(settings.find('=') + 1, settings.find(' ') - settings.find('=') - 1);
-  LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 53);
-  auto base = engine_with(lb.graph, "fp16", 2, {});
-  const auto want = base->run(px.data(), 2);
-  auto eng = engine_with(lb.graph, "fp16", 2, {settings});
-  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
-  ASSERT_NE(e, nullptr);
-  const std::string summary = e->conv_fusion_summary(2);
-  std::printf("%s: %s\n", settings.c_str(), summary.c_str());
-  if (mode == "direct_force") EXPECT_EQ(summary.rfind("6 convs on own", 0), 0u) << summary;
-  if (mode == "force") EXPECT_EQ(summary.rfind("0 convs on own", 0), std::string::npos) << summary;
-  if (mode == "direct_force" || mode == "direct") EXPECT_NE(summary.find(" 0 linears on own"), std::string::npos) << summary;
-  ASSERT_TRUE(e->graph_captured(2));
-  EXPECT_EQ(e->graph_check(2), "equal");
-  const auto got = eng->run(px.data(), 2);
-  ASSERT_EQ(got.size(), want.size());
-  expect_r18vd_outputs_agree(want, got, 2, 1e-2, settings.c_str());
-  const auto eager = e->run_eager(px.data(), 2);
-  for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(eager[o].data, got[o].data) << "output " << o;
+  expect_settings_keep_r18vd_outputs(settings, 53, [&](cuda::CudaEngine& e) {
+    const std::string summary = e.conv_fusion_summary(2);
+    std::printf("%s: %s\n", settings.c_str(), summary.c_str());
+    if (mode == "direct_force") EXPECT_EQ(summary.rfind("6 convs on own", 0), 0u) << summary;
+    if (mode == "force") EXPECT_EQ(summary.rfind("0 convs on own", 0), std::string::npos) << summary;
+    if (mode == "direct_force" || mode == "direct")
+      EXPECT_NE(summary.find(" 0 linears on own"), std::string::npos) << summary;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaOwnConvEngine,
