@@ -98,6 +98,7 @@ struct Op {
   float attr_float(const char* key) const;
   Act act() const;  // attrs["act"], none when absent
   bool res_after_act() const;  // conv2d attrs["res_after_act"] (residual added after the activation), false when absent
+  bool has_input(size_t k) const { return inputs.size() > k && inputs[k] != kNoTensor; }  // optional input k is given
 };
 
 // An attention op's column offsets (attrs q_col, k_col, v_col; 0 when absent).

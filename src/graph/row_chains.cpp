@@ -6,7 +6,6 @@ namespace detforge::graph {
 
 namespace {
 
-bool has(const Op& op, size_t k) { return op.inputs.size() > k && op.inputs[k] != kNoTensor; }
 
 // A linear the row kernel can run: relu or no activation, fp32/fp16 storage of [N, K] weights.
 bool row_linear(const Graph& g, const Op& op, const RowChainLimits& lim, bool first) {
@@ -15,7 +14,7 @@ bool row_linear(const Graph& g, const Op& op, const RowChainLimits& lim, bool fi
   if (a != Act::none && a != Act::relu) return false;
   const auto& w = g.tensor(op.inputs[1]).shape;
   if (w.size() != 2 || w[0] > lim.max_width || w[1] > (first ? lim.max_first_k : lim.max_width)) return false;
-  return has(op, 2) && g.tensor(op.inputs[2]).is_const;
+  return op.has_input(2) && g.tensor(op.inputs[2]).is_const;
 }
 
 int64_t weight_elems(const Graph& g, const Op& op) { return g.tensor(op.inputs[1]).numel(); }
@@ -40,7 +39,7 @@ std::vector<RowChain> find_row_chains(const Graph& g, const RowChainLimits& lim)
     // a row linear reading only it.
     while (static_cast<int>(c.linears.size()) < lim.max_layers) {
       const Op& last = g.ops[c.linears.back()];
-      if (has(last, 3) || g.tensor(last.inputs[1]).shape[0] % 32) break;
+      if (last.has_input(3) || g.tensor(last.inputs[1]).shape[0] % 32) break;
       const int nx = sole_next_reader(g, cons, last.outputs[0], c.linears.back());
       if (nx < 0 || !row_linear(g, g.ops[nx], lim, false)) break;
       if (welems + weight_elems(g, g.ops[nx]) > lim.max_weight_elems) break;

@@ -25,7 +25,6 @@ using graph::TensorId;
 
 namespace {
 
-bool has(const graph::Op& op, size_t k) { return op.inputs.size() > k && op.inputs[k] != graph::kNoTensor; }
 
 }  // namespace
 
@@ -37,14 +36,14 @@ std::vector<std::pair<int, int>> linear_ln_pairs(const graph::Graph& g) {
     if (lin.kind != OpKind::linear || (lin.act() != graph::Act::none && lin.act() != graph::Act::relu)) continue;
     const auto& w = g.tensor(lin.inputs[1]).shape;
     if (!g.tensor(lin.inputs[1]).is_const || w.size() != 2 || w[0] != kLinearLnN ||
-        linear_ln_splits(static_cast<int>(w[1])).empty() || (has(lin, 2) && !g.tensor(lin.inputs[2]).is_const))
+        linear_ln_splits(static_cast<int>(w[1])).empty() || (lin.has_input(2) && !g.tensor(lin.inputs[2]).is_const))
       continue;
     const TensorId y = lin.outputs[0];
     if (cons[y].size() != 1 || std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end()) continue;
     const int n = cons[y][0];
     const graph::Op& ln = g.ops[n];
     if (ln.kind != OpKind::layer_norm || ln.inputs[0] != y || g.tensor(ln.outputs[0]).shape.back() != kLinearLnN ||
-        !g.tensor(ln.inputs[1]).is_const || !g.tensor(ln.inputs[2]).is_const || (has(ln, 3) && ln.inputs[3] == y))
+        !g.tensor(ln.inputs[1]).is_const || !g.tensor(ln.inputs[2]).is_const || (ln.has_input(3) && ln.inputs[3] == y))
       continue;
     r.push_back({static_cast<int>(l), n});
   }
@@ -93,12 +92,12 @@ bool CudaEngine::launch_linear_ln(size_t i, const BatchPlan& p, int batch, cudaS
   LinearLnArgs a;
   a.x = ptr(lin.inputs[0]);
   a.w = ptr(lin.inputs[1]);
-  a.bias = has(lin, 2) ? ptr(lin.inputs[2]) : nullptr;
-  a.res = has(lin, 3) ? ptr(lin.inputs[3]) : nullptr;
+  a.bias = lin.has_input(2) ? ptr(lin.inputs[2]) : nullptr;
+  a.res = lin.has_input(3) ? ptr(lin.inputs[3]) : nullptr;
   a.act = lin.act();
   a.gamma = ptr(ln.inputs[1]);
   a.beta = ptr(ln.inputs[2]);
-  a.ln_res = has(ln, 3) ? ptr(ln.inputs[3]) : nullptr;
+  a.ln_res = ln.has_input(3) ? ptr(ln.inputs[3]) : nullptr;
   a.eps = ln.attrs.contains("eps") ? ln.attr_float("eps") : 1e-5f;
   const TensorId y = ln.outputs[0];
   a.y = ptr(y);

@@ -13,7 +13,6 @@ using graph::TensorId;
 
 namespace {
 
-bool has(const graph::Op& op, size_t k) { return op.inputs.size() > k && op.inputs[k] != graph::kNoTensor; }
 
 }  // namespace
 
@@ -30,7 +29,7 @@ void CudaEngine::setup_row_chains() {
     auto& extra = extra_reads_[ch.last_op()];
     extra.push_back(g_.ops[ch.first_op()].inputs[0]);
     const graph::Op& last = g_.ops[ch.linears.back()];
-    if (ch.epilogue_op >= 0 && has(last, 3)) extra.push_back(last.inputs[3]);
+    if (ch.epilogue_op >= 0 && last.has_input(3)) extra.push_back(last.inputs[3]);
   }
 }
 
@@ -47,11 +46,11 @@ RowMlpArgs chain_args(const graph::Graph& g, const graph::RowChain& ch, int batc
   for (int l = 0; l < a.n_layers; ++l) {
     const graph::Op& op = g.ops[ch.linears[l]];
     const auto& w = g.tensor(op.inputs[1]).shape;
-    a.layers[l] = {ptr(op.inputs[1]), has(op, 2) ? ptr(op.inputs[2]) : nullptr, static_cast<int>(w[0]),
+    a.layers[l] = {ptr(op.inputs[1]), op.has_input(2) ? ptr(op.inputs[2]) : nullptr, static_cast<int>(w[0]),
                    static_cast<int>(w[1]), op.act()};
   }
   const graph::Op& last = g.ops[ch.linears.back()];
-  if (has(last, 3)) a.res = ptr(last.inputs[3]);
+  if (last.has_input(3)) a.res = ptr(last.inputs[3]);
   a.epi = ch.epilogue;
   const int N = a.layers[a.n_layers - 1].N;
   if (ch.epilogue_op >= 0) {
@@ -60,7 +59,7 @@ RowMlpArgs chain_args(const graph::Graph& g, const graph::RowChain& ch, int batc
       a.gamma = ptr(ep.inputs[1]);
       a.beta = ptr(ep.inputs[2]);
       a.eps = ep.attrs.contains("eps") ? ep.attr_float("eps") : 1e-5f;
-      if (has(ep, 3)) a.ln_res = ptr(ep.inputs[3]);
+      if (ep.has_input(3)) a.ln_res = ptr(ep.inputs[3]);
     } else if (ch.epilogue == RowEpilogue::box_refine) {
       a.ref = ptr(ep.inputs[1]);
     } else if (ch.epilogue == RowEpilogue::add_const) {

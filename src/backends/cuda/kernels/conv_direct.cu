@@ -44,16 +44,6 @@ struct Cfg {
   static_assert(G % NW == 0 && MI >= 1 && MI <= 4, "pixel groups per warp");
 };
 
-// Waits until kernel row ky's halo rows (and the weight, committed first) have landed.
-__device__ __forceinline__ void wait_row(int ky) {
-  if (ky == 0)
-    cp_async_wait<2>();
-  else if (ky == 1)
-    cp_async_wait<1>();
-  else
-    cp_async_wait<0>();
-}
-
 template <int CI, int CO, int TW, int TH, int NW>
 __global__ void __launch_bounds__(NW * 32) conv3x3_direct_k(const DParams p) {
   using C = Cfg<CI, CO, TW, TH, NW>;
@@ -112,7 +102,7 @@ __global__ void __launch_bounds__(NW * 32) conv3x3_direct_k(const DParams p) {
 
 #pragma unroll
   for (int ky = 0; ky < 3; ++ky) {
-    wait_row(ky);
+    cp_async_wait_pending(2 - ky);  // kernel row ky's halo rows (and the weight, committed first) landed
     __syncthreads();
 #pragma unroll
     for (int kx = 0; kx < 3; ++kx)

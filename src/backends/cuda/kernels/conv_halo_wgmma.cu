@@ -123,12 +123,7 @@ __global__ void __launch_bounds__(NWG * 128) halo_wgmma_k(const DirectParams p) 
 
 #pragma unroll
   for (int ky = 0; ky < 3; ++ky) {
-    if (ky == 0)
-      cp_async_wait<2>();  // weight row 0 and halo rows 0..TH-1
-    else if (ky == 1)
-      cp_async_wait<1>();
-    else
-      cp_async_wait<0>();
+    cp_async_wait_pending(2 - ky);  // ky = 0: weight row 0 and halo rows 0..TH-1
     fence_proxy_async();
     __syncthreads();
     wgmma_fence();

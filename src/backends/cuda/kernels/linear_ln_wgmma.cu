@@ -33,7 +33,7 @@
 namespace detforge::cuda {
 namespace {
 
-constexpr int kBM = 64, kBK = 64, kThreads = 256;
+constexpr int kBM = 64, kBK = 64, kThreads = 256, kWarps = kThreads / 32;
 constexpr int kABytes = kBM * 128, kBBytes = kLinearLnN * 128, kStage = kABytes + kBBytes;
 constexpr int kLdc = kLinearLnN + 4;  // fp32 staging pitch (floats)
 constexpr size_t kStaging = static_cast<size_t>(kBM) * kLdc * 4;
@@ -61,18 +61,6 @@ constexpr size_t smem_bytes(int nkt) {
 }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)  // device helpers, where the kernel uses them
-// Waits until at most `pending` cp.async groups of this thread are in flight (0..3).
-__device__ __forceinline__ void cp_async_wait_pending(int pending) {
-  if (pending <= 0)
-    cp_async_wait<0>();
-  else if (pending == 1)
-    cp_async_wait<1>();
-  else if (pending == 2)
-    cp_async_wait<2>();
-  else
-    cp_async_wait<3>();
-}
-
 __device__ __forceinline__ void unround8(float (&v)[8], const uint4& u) {
   const __half2* h = reinterpret_cast<const __half2*>(&u);
 #pragma unroll
@@ -83,25 +71,27 @@ __device__ __forceinline__ void unround8(float (&v)[8], const uint4& u) {
   }
 }
 
+__device__ __forceinline__ uint32_t round2(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
 __device__ __forceinline__ uint4 round8(const float (&v)[8]) {
-  uint4 out;
-  __half2* h = reinterpret_cast<__half2*>(&out);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-  return out;
+  return make_uint4(round2(v[0], v[1]), round2(v[2], v[3]), round2(v[4], v[5]), round2(v[6], v[7]));
+}
+
+// One 16-byte global store (a plain uint4 assignment became four 4-byte stores in the SASS).
+__device__ __forceinline__ void store16(__half* p, const uint4& u) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w)
+               : "memory");
 }
 
 // Constants (bias, gamma, beta) through the read-only path.
 __device__ __forceinline__ void load8(float (&v)[8], const __half* p) {
   unround8(v, __ldg(reinterpret_cast<const uint4*>(p)));
 }
-// Activations may be written by this kernel (y may alias res / ln_res / add2): plain loads.
-__device__ __forceinline__ void load8_plain(float (&v)[8], const __half* p) {
-  unround8(v, *reinterpret_cast<const uint4*>(p));
-}
 #endif
 
-template <int NKT>
+template <int NKT, int S>
 __global__ void __launch_bounds__(kThreads) linear_ln_k(const LnParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -111,7 +101,6 @@ __global__ void __launch_bounds__(kThreads) linear_ln_k(const LnParams p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
-  const int S = gridDim.z;  // the cluster's CTAs along z (split-K); 1 without split
   const int k0 = static_cast<int>(blockIdx.z) * NKT * kBK;
 
   // This thread's 16-byte chunk kc of rows row0 + 32 i: all of them share r & 7 (32 % 8 == 0),
@@ -143,6 +132,38 @@ __global__ void __launch_bounds__(kThreads) linear_ln_k(const LnParams p) {
     cp_async_commit();
   }
 
+  // The rows this warp finishes (CTA rank z takes rows [z * kPer, ...) of the block; warp w rows
+  // w, w + 8, ...) and their activation operands, all requested at once: at RPW <= 2 now, so
+  // that their latency hides behind the MMAs, else (more registers) after them.
+  constexpr int kPer = (kBM + S - 1) / S, RPW = (kPer + kWarps - 1) / kWarps;
+  constexpr bool kEarly = RPW <= 2;
+  const int r_begin = min(kBM, static_cast<int>(blockIdx.z) * kPer), r_end = min(kBM, r_begin + kPer);
+  const int c = lane * 8;  // this lane's 8 columns, as layer_norm_vec_k holds them
+  int64_t row_o[RPW];
+  bool row_ok[RPW];
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) {
+    const int rr = r_begin + warp + j * kWarps;
+    const int64_t m = m0 + rr;
+    row_ok[j] = rr < r_end && m < p.M;
+    row_o[j] = m * kLinearLnN + c;
+  }
+  uint4 res_v[RPW], lnr_v[RPW], add_v[RPW];
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) res_v[j] = lnr_v[j] = add_v[j] = make_uint4(0u, 0u, 0u, 0u);
+  const auto prefetch = [&] {
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) {
+      if (!row_ok[j]) continue;
+      // Plain loads: y may alias res / ln_res / add2, but only in this thread's own elements,
+      // which it reads here before it writes them.
+      if (p.res) res_v[j] = *reinterpret_cast<const uint4*>(p.res + row_o[j]);
+      if (p.ln_res) lnr_v[j] = *reinterpret_cast<const uint4*>(p.ln_res + row_o[j]);
+      if (p.y2) add_v[j] = *reinterpret_cast<const uint4*>(p.add2 + row_o[j]);
+    }
+  };
+  if constexpr (kEarly) prefetch();
+
   float acc[64];  // started by the first wgmma (accumulate = 0), not zeroed (wgmma.cuh)
 #pragma unroll
   for (int t = 0; t < NKT; ++t) {
@@ -168,91 +189,116 @@ __global__ void __launch_bounds__(kThreads) linear_ln_k(const LnParams p) {
       *reinterpret_cast<float2*>(sC + (r + 8) * kLdc + c + j * 8) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
   }
+  if constexpr (!kEarly) prefetch();
   cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-  int r_begin = 0, r_end = kBM;
-  if (S > 1) {
+  if constexpr (S > 1)
     cl.sync();  // every partial tile of the cluster is staged
-    const int per = (kBM + S - 1) / S;
-    r_begin = min(kBM, static_cast<int>(blockIdx.z) * per);
-    r_end = min(kBM, r_begin + per);
-  } else {
+  else
     __syncthreads();
-  }
 
-  const int c = lane * 8;  // this lane's 8 columns, as layer_norm_vec_k holds them
+  // Every rank's partial sums for this warp's rows, all requested before any is added (one
+  // DSMEM round trip, not RPW * S), then added in rank order: the same sum on every run.
+  float v[RPW][8];
+  {
+    float4 part[RPW][S][2];
+#pragma unroll
+    for (int j = 0; j < RPW; ++j)
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!row_ok[j]) continue;
+        const float* src = (S > 1 ? cl.map_shared_rank(sC, s) : sC) + (r_begin + warp + j * kWarps) * kLdc + c;
+        part[j][s][0] = *reinterpret_cast<const float4*>(src);
+        part[j][s][1] = *reinterpret_cast<const float4*>(src + 4);
+      }
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[j][e] = 0.f;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (!row_ok[j]) continue;
+        const float4 lo = part[j][s][0], hi = part[j][s][1];
+        v[j][0] += lo.x, v[j][1] += lo.y, v[j][2] += lo.z, v[j][3] += lo.w;
+        v[j][4] += hi.x, v[j][5] += hi.y, v[j][6] += hi.z, v[j][7] += hi.w;
+      }
+    }
+  }
+  // The sums above used every value read from the other CTAs: this CTA is done with their
+  // tiles. Only arrive; the wait is at the end, so the barrier overlaps the LayerNorm.
+  if constexpr (S > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+
   float bias[8], g[8], bt[8];
   if (p.bias) load8(bias, p.bias + c);
   load8(g, p.gamma + c);
   load8(bt, p.beta + c);
-  for (int rr = r_begin + warp; rr < r_end; rr += kThreads / 32) {
-    const int64_t m = m0 + rr;
-    if (m >= p.M) break;  // rows ascend: the rest are past M too (warp-uniform)
-    const int64_t o = m * kLinearLnN + c;
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < S; ++s) {  // rank order: the same sum on every run
-      const float* src = (S > 1 ? cl.map_shared_rank(sC, s) : sC) + rr * kLdc + c;
-      const float4 lo = *reinterpret_cast<const float4*>(src);
-      const float4 hi = *reinterpret_cast<const float4*>(src + 4);
-      v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w;
-      v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
-    }
+  float t[RPW][8], mean[RPW], rstd[RPW];
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) {
     // The linear's epilogue (epilogue8.cuh's order: bias, residual, activation, one rounding).
     if (p.bias)
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] += bias[e];
+      for (int e = 0; e < 8; ++e) v[j][e] += bias[e];
     if (p.res) {
       float r[8];
-      load8_plain(r, p.res + o);
+      unround8(r, res_v[j]);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] += r[e];
+      for (int e = 0; e < 8; ++e) v[j][e] += r[e];
     }
     if (p.relu)
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = v[e] > 0.f ? v[e] : 0.f;
-    float t[8];
-    unround8(t, round8(v));  // the linear's output as cuBLASLt would have stored it
+      for (int e = 0; e < 8; ++e) v[j][e] = v[j][e] > 0.f ? v[j][e] : 0.f;
+    unround8(t[j], round8(v[j]));  // the linear's output as cuBLASLt would have stored it
     // The LayerNorm (layer_norm_vec_k's order for C = 256: residual, sum, mean, centred squares).
     if (p.ln_res) {
       float r[8];
-      load8_plain(r, p.ln_res + o);
+      unround8(r, lnr_v[j]);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) t[e] += r[e];
+      for (int e = 0; e < 8; ++e) t[j][e] += r[e];
     }
     float sum = 0.f;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) sum += t[e];
-    const float mean = warp_sum(sum) / kLinearLnN;
+    for (int e = 0; e < 8; ++e) sum += t[j][e];
+    mean[j] = warp_sum(sum) / kLinearLnN;  // rows past M: garbage, never stored
+  }
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) {
     float sq = 0.f;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) sq += (t[e] - mean) * (t[e] - mean);
-    const float rstd = rsqrtf(warp_sum(sq) / kLinearLnN + p.eps);
+    for (int e = 0; e < 8; ++e) sq += (t[j][e] - mean[j]) * (t[j][e] - mean[j]);
+    rstd[j] = rsqrtf(warp_sum(sq) / kLinearLnN + p.eps);
+  }
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) {
+    if (!row_ok[j]) continue;
     float out[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) out[e] = (t[e] - mean) * rstd * g[e] + bt[e];
+    for (int e = 0; e < 8; ++e) out[e] = (t[j][e] - mean[j]) * rstd[j] * g[e] + bt[e];
     const uint4 yo = round8(out);
     if (p.y2) {  // y as stored plus add2, rounded once (layer_norm.cu's second output)
       float a[8], ys[8];
-      load8_plain(a, p.add2 + o);
+      unround8(a, add_v[j]);
       unround8(ys, yo);
 #pragma unroll
       for (int e = 0; e < 8; ++e) ys[e] += a[e];
-      *reinterpret_cast<uint4*>(p.y2 + o) = round8(ys);
+      store16(p.y2 + row_o[j], round8(ys));
     }
-    *reinterpret_cast<uint4*>(p.y + o) = yo;
+    store16(p.y + row_o[j], yo);
   }
-  if (S > 1) cl.sync();  // the other CTAs' reads of this CTA's tile are done before it exits
+  // No CTA leaves (and frees the tile the others read) before all have arrived.
+  if constexpr (S > 1) asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 #else
   __trap();  // linear_ln_runs_here() keeps launches off devices without the sm_90a code
 #endif
 }
 
-template <int NKT>
-void launch_nkt(const LnParams& p, int split, bool pdl, cudaStream_t st) {
+template <int NKT, int S>
+void launch_nkt(const LnParams& p, bool pdl, cudaStream_t st) {
+  constexpr int split = S;
   constexpr size_t smem = smem_bytes(NKT);
-  opt_in_smem<linear_ln_k<NKT>>(smem);
+  opt_in_smem<linear_ln_k<NKT, S>>(smem);
   cudaLaunchAttribute attr[2];
   int n = 0;
-  if (split > 1) {  // the split-K CTAs of one row block form a cluster along z
+  if constexpr (split > 1) {  // the split-K CTAs of one row block form a cluster along z
     attr[n].id = cudaLaunchAttributeClusterDimension;
     attr[n].val.clusterDim.x = 1;
     attr[n].val.clusterDim.y = 1;
@@ -271,7 +317,7 @@ void launch_nkt(const LnParams& p, int split, bool pdl, cudaStream_t st) {
   cfg.stream = st;
   cfg.attrs = attr;
   cfg.numAttrs = n;
-  DF_CUDA(cudaLaunchKernelEx(&cfg, linear_ln_k<NKT>, p));
+  DF_CUDA(cudaLaunchKernelEx(&cfg, linear_ln_k<NKT, S>, p));
 }
 
 bool misaligned(const void* p) { return p && !aligned16(p); }
@@ -329,12 +375,18 @@ void linear_ln(const LinearLnArgs& a, cudaStream_t s, int split, bool pdl) {
                    a.M,                                  a.K,
                    a.act == graph::Act::relu ? 1 : 0,    a.eps};
   const int nkt = a.K / kBK / split;
-  if (nkt == 1)
-    launch_nkt<1>(p, split, pdl, s);
-  else if (nkt == 2)
-    launch_nkt<2>(p, split, pdl, s);
-  else
-    launch_nkt<4>(p, split, pdl, s);
+  // Every (tiles per CTA, split) that linear_ln_splits allows: K up to 8 splits x 4 tiles.
+  const int sel = nkt * 16 + split;
+  switch (sel) {
+#define DF_LINEAR_LN_CASE(NKT, S) \
+  case NKT * 16 + S:              \
+    return launch_nkt<NKT, S>(p, pdl, s);
+    DF_LINEAR_LN_CASE(1, 1) DF_LINEAR_LN_CASE(1, 2) DF_LINEAR_LN_CASE(1, 4) DF_LINEAR_LN_CASE(1, 8)
+    DF_LINEAR_LN_CASE(2, 1) DF_LINEAR_LN_CASE(2, 2) DF_LINEAR_LN_CASE(2, 4) DF_LINEAR_LN_CASE(2, 8)
+    DF_LINEAR_LN_CASE(4, 1) DF_LINEAR_LN_CASE(4, 2) DF_LINEAR_LN_CASE(4, 4) DF_LINEAR_LN_CASE(4, 8)
+#undef DF_LINEAR_LN_CASE
+  }
+  throw Error("linear_ln: no kernel for " + std::to_string(nkt) + " tiles per CTA at split " + std::to_string(split));
 }
 
 }  // namespace detforge::cuda

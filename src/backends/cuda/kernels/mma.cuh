@@ -27,6 +27,18 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// The same with a count known only after unrolling (0..3; more waits for 3): cp.async.wait_group
+// takes an immediate.
+__device__ __forceinline__ void cp_async_wait_pending(int pending) {
+  if (pending <= 0)
+    cp_async_wait<0>();
+  else if (pending == 1)
+    cp_async_wait<1>();
+  else if (pending == 2)
+    cp_async_wait<2>();
+  else
+    cp_async_wait<3>();
+}
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
