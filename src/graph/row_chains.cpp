@@ -6,7 +6,6 @@ namespace detforge::graph {
 
 namespace {
 
-
 // A linear the row kernel can run: relu or no activation, fp32/fp16 storage of [N, K] weights.
 bool row_linear(const Graph& g, const Op& op, const RowChainLimits& lim, bool first) {
   if (op.kind != OpKind::linear) return false;

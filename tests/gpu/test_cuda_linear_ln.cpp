@@ -153,6 +153,9 @@ TEST_F(CudaLinearLn, MatchesTheHostLoopForEverySplit) {
       {1, 256, true, false, false, false, true},      // one row, relu, a block mostly past M
       {65, 1024, false, true, true, true, false},     // a second block of one row, no bias
       {8400, 256, true, false, false, false, false},  // the encoder's enc_output + LN
+      {300, 384, true, true, false, false, false},    // splits 3 and 6: odd cluster sizes
+      {130, 448, true, false, true, false, true},     // split 7
+      {64, 320, false, true, false, true, false},     // split 5, one full block
   };
   uint32_t seed = 11;
   for (const LnCase& c : cases) {
@@ -247,6 +250,8 @@ TEST(CudaLinearLnRules, SplitsAndChecksNeedNoDevice) {
   EXPECT_EQ(linear_ln_splits(256), (std::vector<int>{1, 2, 4}));
   EXPECT_EQ(linear_ln_splits(1024), (std::vector<int>{4, 8}));
   EXPECT_EQ(linear_ln_splits(512), (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(linear_ln_splits(384), (std::vector<int>{3, 6}));
+  EXPECT_EQ(linear_ln_splits(448), (std::vector<int>{7}));
   EXPECT_TRUE(linear_ln_splits(100).empty());
   EXPECT_TRUE(linear_ln_splits(4096).empty());  // 64 tiles: more than 8 CTAs of 4
   EXPECT_EQ(linear_ln_auto_split(300, 256), 4);     // 5 row blocks x 4

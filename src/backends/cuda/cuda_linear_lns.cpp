@@ -23,11 +23,6 @@ namespace detforge::cuda {
 using graph::OpKind;
 using graph::TensorId;
 
-namespace {
-
-
-}  // namespace
-
 std::vector<std::pair<int, int>> linear_ln_pairs(const graph::Graph& g) {
   const auto cons = graph::consumers(g);
   std::vector<std::pair<int, int>> r;

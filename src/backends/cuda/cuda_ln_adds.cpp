@@ -81,7 +81,7 @@ bool CudaEngine::launch_ln_add(size_t i, int batch, cudaStream_t s) {
   const TensorId other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
   const int C = static_cast<int>(g_.tensor(ln.inputs[0]).shape.back());
   const float eps = ln.attrs.contains("eps") ? ln.attr_float("eps") : 1e-5f;
-  const void* res = ln.inputs.size() > 3 && ln.inputs[3] != graph::kNoTensor ? ptr(ln.inputs[3]) : nullptr;
+  const void* res = ln.has_input(3) ? ptr(ln.inputs[3]) : nullptr;
   const int64_t rows = g_.tensor(y).numel() * batch / C;
   layer_norm(ptr(ln.inputs[0]), res, ptr(ln.inputs[1]), ptr(ln.inputs[2]), ptr(y), rows, C, eps, half_, s, ptr(other),
              ptr(add.outputs[0]));

@@ -218,8 +218,8 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const auto& w = g_.tensor(op.inputs[1]).shape;
     const int N = static_cast<int>(w[0]), K = static_cast<int>(w[1]);
     const int64_t rows = g_.tensor(op.inputs[0]).numel() / K * batch;
-    const bool bias = op.inputs.size() > 2 && op.inputs[2] != graph::kNoTensor;
-    const bool res = op.inputs.size() > 3 && op.inputs[3] != graph::kNoTensor;
+    const bool bias = op.has_input(2);
+    const bool res = op.has_input(3);
     if (small_linear_) {
       // K <= 8 or N <= 8: own kernel, no library plan (kernels/small_linear.cu says why).
       p.small_lin[i] = small_linear_kind(rows, N, K, half_, ptr(op.inputs[0]), ptr(op.inputs[1]),

@@ -11,11 +11,6 @@ using graph::OpKind;
 using graph::RowEpilogue;
 using graph::TensorId;
 
-namespace {
-
-
-}  // namespace
-
 void CudaEngine::setup_row_chains() {
   const size_t n = g_.ops.size();
   chain_of_.assign(n, -1);

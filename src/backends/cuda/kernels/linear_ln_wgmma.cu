@@ -293,16 +293,15 @@ __global__ void __launch_bounds__(kThreads) linear_ln_k(const LnParams p) {
 
 template <int NKT, int S>
 void launch_nkt(const LnParams& p, bool pdl, cudaStream_t st) {
-  constexpr int split = S;
   constexpr size_t smem = smem_bytes(NKT);
   opt_in_smem<linear_ln_k<NKT, S>>(smem);
   cudaLaunchAttribute attr[2];
   int n = 0;
-  if constexpr (split > 1) {  // the split-K CTAs of one row block form a cluster along z
+  if constexpr (S > 1) {  // the split-K CTAs of one row block form a cluster along z
     attr[n].id = cudaLaunchAttributeClusterDimension;
     attr[n].val.clusterDim.x = 1;
     attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = static_cast<unsigned>(split);
+    attr[n].val.clusterDim.z = static_cast<unsigned>(S);
     ++n;
   }
   if (pdl && pdl_enabled()) {
@@ -311,13 +310,24 @@ void launch_nkt(const LnParams& p, bool pdl, cudaStream_t st) {
     ++n;
   }
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((p.M + kBM - 1) / kBM), 1, static_cast<unsigned>(split));
+  cfg.gridDim = dim3(static_cast<unsigned>((p.M + kBM - 1) / kBM), 1, static_cast<unsigned>(S));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
   cfg.attrs = attr;
   cfg.numAttrs = n;
   DF_CUDA(cudaLaunchKernelEx(&cfg, linear_ln_k<NKT, S>, p));
+}
+
+// The kernel for a runtime split: every S of 1..8 that linear_ln_splits can return.
+template <int NKT, int S = 1>
+void launch_split(const LnParams& p, int split, bool pdl, cudaStream_t st) {
+  if constexpr (S <= 8) {
+    if (split == S) return launch_nkt<NKT, S>(p, pdl, st);
+    launch_split<NKT, S + 1>(p, split, pdl, st);
+  } else {
+    throw Error("linear_ln: split " + std::to_string(split) + " above 8");
+  }
 }
 
 bool misaligned(const void* p) { return p && !aligned16(p); }
@@ -375,18 +385,12 @@ void linear_ln(const LinearLnArgs& a, cudaStream_t s, int split, bool pdl) {
                    a.M,                                  a.K,
                    a.act == graph::Act::relu ? 1 : 0,    a.eps};
   const int nkt = a.K / kBK / split;
-  // Every (tiles per CTA, split) that linear_ln_splits allows: K up to 8 splits x 4 tiles.
-  const int sel = nkt * 16 + split;
-  switch (sel) {
-#define DF_LINEAR_LN_CASE(NKT, S) \
-  case NKT * 16 + S:              \
-    return launch_nkt<NKT, S>(p, pdl, s);
-    DF_LINEAR_LN_CASE(1, 1) DF_LINEAR_LN_CASE(1, 2) DF_LINEAR_LN_CASE(1, 4) DF_LINEAR_LN_CASE(1, 8)
-    DF_LINEAR_LN_CASE(2, 1) DF_LINEAR_LN_CASE(2, 2) DF_LINEAR_LN_CASE(2, 4) DF_LINEAR_LN_CASE(2, 8)
-    DF_LINEAR_LN_CASE(4, 1) DF_LINEAR_LN_CASE(4, 2) DF_LINEAR_LN_CASE(4, 4) DF_LINEAR_LN_CASE(4, 8)
-#undef DF_LINEAR_LN_CASE
-  }
-  throw Error("linear_ln: no kernel for " + std::to_string(nkt) + " tiles per CTA at split " + std::to_string(split));
+  if (nkt == 1)
+    launch_split<1>(p, split, pdl, s);
+  else if (nkt == 2)
+    launch_split<2>(p, split, pdl, s);
+  else
+    launch_split<4>(p, split, pdl, s);
 }
 
 }  // namespace detforge::cuda
