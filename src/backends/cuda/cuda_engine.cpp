@@ -74,6 +74,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
   conv_tune_graph_ = env_int("DETFORGE_CUDA_CONV_TUNE_GRAPH", conv_tune_graph_, 0, 64);
+  conv_knobs_ = env_int("DETFORGE_CUDA_CONV_KNOBS", conv_knobs_, 0, 1 << 30);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   share_conv_plans_ = env_int("DETFORGE_CUDA_SHARE_CONV_PLANS", 0, 0, 1) != 0;
   conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", conv_handles_, 0, 9);  // cuda_engine.h says why 0
@@ -92,7 +93,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   linear_ln_mode_ = env_int("DETFORGE_CUDA_LINEAR_LN", 0, 0, 2);
   linear_ln_split_ = env_int("DETFORGE_CUDA_LINEAR_LN_SPLIT", 0, 0, 8);
   linear_ln_max_rows_ = env_int("DETFORGE_CUDA_LINEAR_LN_MAX_ROWS", static_cast<int>(linear_ln_max_rows_), 1, 1 << 30);
-  topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", 0, 0, 1) != 0;
+  topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", topk_split_, 0, 2);
   pool_quad_ = env_int("DETFORGE_CUDA_POOL_QUAD", 0, 0, 1) != 0;
   pad_input_ = env_int("DETFORGE_CUDA_PAD_INPUT", 0, 0, 8);
   if (pad_input_ != 0 && pad_input_ != 4 && pad_input_ != 8)

@@ -376,6 +376,10 @@ class CudaEngine : public Engine {
   // CTAs over a 4608-long K), the stem's C = 32 convs at ~110-230 TFLOP/s on sm80 kernels (34 us
   // for two), and the host-timed CONV_TUNE was never better (NOTES.md v13).
   int conv_tune_graph_ = 0;
+  // DETFORGE_CUDA_CONV_KNOBS=P (0 = off, the default): fused convs of at most P output pixels also
+  // time cuDNN plans with other split or tile knobs (ConvTune::knob_max_pixels) in the graph, against the
+  // heuristic's first plan (or CONV_TUNE_GRAPH's candidates). Not yet measured.
+  int conv_knobs_ = 0;
   // DETFORGE_CUDA_CONV_WS0=1: fused convs take a plan without workspace when cuDNN has one. Some
   // plans with workspace clear it with a memset node first, and the graph idles ~12 us after it
   // (H200 CUPTI timeline, fp16 batch 1: the 32->64 stem conv). Off: the gap goes, but the plans
@@ -479,10 +483,12 @@ class CudaEngine : public Engine {
   int64_t linear_ln_max_rows_ = 264 * 64;
   std::vector<int> linear_ln_lin_, linear_ln_ln_;
   std::vector<int> linear_ln_lin_of_;  // by op: for a pair's linear, its site; -1
-  // DETFORGE_CUDA_TOPK_SPLIT=1 (off, measured equal): the top-k's row maxima from a grid-wide
-  // kernel into the op's stream workspace, then the one-SM selection from those keys
-  // (kernels/topk_rows.cu v6 says why).
-  bool topk_split_ = false;
+  // DETFORGE_CUDA_TOPK_SPLIT: the top-k's row maxima from a grid-wide kernel into the op's
+  // stream workspace, then the one-SM selection from those keys (kernels/topk_rows.cu v6).
+  // 0: never; 1: always; 2 (default): when a row is wider than 16 values. Measured (H100, fp16
+  // b1): equal for the 8-class model's 16-byte rows; with COCO's 80 classes the one-SM kernel
+  // read its 160-byte rows through the scalar path and took 184 of the 843 us (NOTES.md v22).
+  int topk_split_ = 2;
   // DETFORGE_CUDA_POOL_QUAD=1 (off, measured equal): the stem's 3x3/2 max-pool computes 2x2
   // outputs per thread (kernels/pool.cu says why).
   bool pool_quad_ = false;

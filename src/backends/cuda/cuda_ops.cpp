@@ -100,9 +100,10 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
   if (it == fused_cache_.end()) {
     const ConvBuffers cb = op_buffers(op, bias, res);
     ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
-    if (conv_tune_graph_ > 0) {
-      tune.max_plans = conv_tune_graph_;  // cuda_engine.h at conv_tune_graph_ says why
+    if (conv_tune_graph_ > 0 || conv_knobs_ > 0) {
+      tune.max_plans = std::max(conv_tune_graph_, 1);  // cuda_engine.h at conv_tune_graph_ says why
       tune.in_graph = true;
+      tune.knob_max_pixels = conv_knobs_;
     }
     std::unique_ptr<FusedConv> fc;
     if (conv_ws0_) fc = make_fused_conv(h, s, bias, res, op.act(), 0, why, &tune, nullptr, op.res_after_act());
@@ -433,7 +434,8 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
     case OpKind::topk_rows: {
       const auto& x = shape(0);
       // Split: B*L 4-byte keys (4 MiB at batch 64, L 16384) in the stream's 64 MiB workspace.
-      const bool split = topk_split_ && static_cast<size_t>(B) * x[0] * 4 <= workspace_bytes_;
+      const bool split = (topk_split_ == 1 || (topk_split_ == 2 && x[1] > 16)) &&
+                         static_cast<size_t>(B) * x[0] * 4 <= workspace_bytes_;
       topk_rows(in(0), static_cast<int32_t*>(y), B, (int)x[0], (int)x[1], op.attr_int("k"), half_, s,
                 split ? static_cast<uint32_t*>(ws) : nullptr);
       break;

@@ -3,6 +3,7 @@
 #ifdef DETFORGE_HAVE_CUDNN_FRONTEND
 #include <cudnn_frontend.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <unordered_map>
@@ -30,6 +31,9 @@ class FrontendConv : public FusedConv {
   std::string name;
   bool rtc = false, lt = false;
   int64_t plan = -1;  // >= 0: the plan index chosen in the graph (ConvTune::in_graph); -1: cuDNN's candidate
+  int64_t heur_plans = -1;          // plans from the heuristics; those after them are knob variants
+  std::vector<std::pair<int64_t, std::string>> knobbed;  // each knob variant's plan index and change
+  std::string knob_ranges;                               // the first engine's knobs: name[min,max]
 
   std::unordered_map<int64_t, void*> pack(const void* x, const void* w, const void* bias, const void* residual,
                                           void* y) const {
@@ -62,19 +66,95 @@ TensorPtr nhwc(fe::graph::Graph& g, const char* name, int64_t n, int64_t c, int6
                       .set_data_type(fe::DataType_t::HALF));
 }
 
+std::string knob_name(fe::KnobType_t t) {
+  switch (t) {
+    case fe::KnobType_t::TILE_SIZE: return "TILE_SIZE";
+    case fe::KnobType_t::TILEK: return "TILEK";
+    case fe::KnobType_t::SPLIT_K_BUF: return "SPLIT_K_BUF";
+    case fe::KnobType_t::SPLIT_K_SLC: return "SPLIT_K_SLC";
+    case fe::KnobType_t::STREAM_K: return "STREAM_K";
+    case fe::KnobType_t::SPLIT_P_SLC: return "SPLIT_P_SLC";
+    case fe::KnobType_t::KERNEL_CFG: return "KERNEL_CFG";
+    case fe::KnobType_t::TILE_CGA_M: return "TILE_CGA_M";
+    case fe::KnobType_t::TILE_CGA_N: return "TILE_CGA_N";
+    default: return "knob" + std::to_string(static_cast<int64_t>(t));
+  }
+}
+
+// ConvTune::knob_max_pixels: the heuristics list each engine with one choice of its knobs; for
+// the first engines they list, plans with other split counts and tile shapes are added, one knob
+// changed at a time. Why: at batch 1 the 20x20 and 40x40 convs run on 26-56 CTAs of 132 SMs at
+// 70-130 TFLOP/s (NOTES.md v19), and modes A and B offered no plan that splits K further (v14).
+void add_knob_plans(FrontendConv& c, int max_engines) {
+  auto& g = c.graph;
+  c.heur_plans = g.get_execution_plan_count();
+  std::vector<int64_t> engines;
+  for (int64_t i = 0; i < c.heur_plans && static_cast<int>(engines.size()) < max_engines; ++i) {
+    int64_t eng = -1;
+    std::unordered_map<fe::KnobType_t, int64_t> chosen;
+    if (!g.get_engine_and_knobs_at_index(i, eng, chosen).is_good() ||
+        std::find(engines.begin(), engines.end(), eng) != engines.end())
+      continue;
+    engines.push_back(eng);
+    std::vector<fe::Knob> knobs;
+    if (!g.get_knobs_for_engine(eng, knobs).is_good()) continue;
+    if (c.knob_ranges.empty()) {
+      c.knob_ranges = "engine " + std::to_string(eng) + " knobs";
+      for (const fe::Knob& k : knobs)
+        c.knob_ranges += " " + knob_name(k.type) + "[" + std::to_string(k.minValue) + "," +
+                         std::to_string(k.maxValue) + "]";
+    }
+    for (const fe::Knob& k : knobs) {
+      // Split knobs at a few counts; the tile shape over its whole range (precompiled engines
+      // such as 41 list 24 tile sizes; their plans build without NVRTC).
+      const bool split = k.type == fe::KnobType_t::SPLIT_K_SLC || k.type == fe::KnobType_t::SPLIT_K_BUF ||
+                         k.type == fe::KnobType_t::STREAM_K || k.type == fe::KnobType_t::SPLIT_P_SLC;
+      const bool tile = k.type == fe::KnobType_t::TILE_SIZE || k.type == fe::KnobType_t::TILEK;
+      const int64_t step = k.stride > 0 ? k.stride : 1;
+      if ((!split && !tile) || k.maxValue <= k.minValue || (tile && (k.maxValue - k.minValue) / step > 32)) continue;
+      std::vector<int64_t> values;
+      if (split)
+        values = {0, 1, 2, 3, 4, 6, 8, 12, 16};
+      else
+        for (int64_t v = k.minValue; v <= k.maxValue; v += step) values.push_back(v);
+      const std::string kname = knob_name(k.type);
+      for (int64_t v : values) {
+        if (v < k.minValue || v > k.maxValue || (v - k.minValue) % step) continue;
+        auto want = chosen;
+        if (want.count(k.type) && want[k.type] == v) continue;
+        want[k.type] = v;
+        const int64_t before = g.get_execution_plan_count();
+        (void)g.create_execution_plan(eng, want);  // a config that failed its query does not build
+        if (g.get_execution_plan_count() > before)
+          c.knobbed.emplace_back(before, "engine " + std::to_string(eng) + " " + kname + "=" + std::to_string(v));
+      }
+    }
+  }
+}
+
 // ConvTune::in_graph: builds up to t.max_plans of the listed plans, times each inside a captured
 // graph and returns the index to run (-1 when none could be built). *report: "<us> vs <us>".
 int64_t tune_in_graph(FrontendConv& c, const ConvShape& s, const ConvTune& t, size_t ws_limit, std::string* report) {
   auto& g = c.graph;
   std::vector<int64_t> built;
-  for (int64_t i = 0; i < g.get_execution_plan_count() && static_cast<int>(built.size()) < t.max_plans; ++i) {
+  const int64_t heur = c.heur_plans >= 0 ? c.heur_plans : g.get_execution_plan_count();
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    if (i < heur && static_cast<int>(built.size()) >= t.max_plans) continue;  // knob variants come on top
     int64_t ws = 0;
     if (g.build_plan_at_index(i).is_good() && g.get_workspace_size_plan_at_index(i, ws).is_good() &&
         ws <= static_cast<int64_t>(ws_limit))
       built.push_back(i);
   }
+  auto knob_note = [&](int64_t taken) {
+    if (c.heur_plans < 0) return std::string();
+    const auto n = std::count_if(built.begin(), built.end(), [&](int64_t i) { return i >= heur; });
+    std::string r = "; " + std::to_string(n) + " of " + std::to_string(c.knobbed.size()) + " knob variants built";
+    for (const auto& [i, what] : c.knobbed)
+      if (i == taken) r += ", taken: " + what;
+    return r + "; " + c.knob_ranges;
+  };
   if (built.size() < 2) {
-    if (!built.empty()) *report = "graph-tuned over 1 plan";
+    if (!built.empty()) *report = "graph-tuned over 1 plan" + knob_note(built[0]);
     return built.empty() ? -1 : built[0];
   }
   const size_t ny = randomize_conv_inputs(s, const_cast<void*>(t.x), c.R ? const_cast<void*>(t.residual) : nullptr,
@@ -96,7 +176,7 @@ int64_t tune_in_graph(FrontendConv& c, const ConvShape& s, const ConvTune& t, si
   const int64_t best = k >= 0 ? built[k + 1] : built[0];
   char buf[96];
   std::snprintf(buf, sizeof buf, "graph-tuned over %zu plans: %.2f us, first %.2f us", built.size(), best_us, first_us);
-  *report = buf;
+  *report = buf + knob_note(best);
   return best;
 }
 
@@ -168,6 +248,9 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
                                        : std::vector<fe::HeurMode_t>{fe::HeurMode_t::A}),
           "create_execution_plans"))
     return nullptr;
+  if (tune && tune->in_graph && tune->max_plans > 0 && tune->knob_max_pixels > 0 &&
+      s.B * ((s.H + 2 * s.pad - s.kh) / s.stride + 1) * ((s.W + 2 * s.pad - s.kw) / s.stride + 1) <= tune->knob_max_pixels)
+    add_knob_plans(*c, 2);
   // A replayed graph must give the same bits (tests/gpu/test_cuda_determinism.cpp); plans that
   // cuDNN marks non-deterministic reduce partial sums through atomics.
   if (conv_plans_deterministic()) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});

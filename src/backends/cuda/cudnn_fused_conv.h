@@ -45,6 +45,10 @@ struct ConvTune {
   void* ws = nullptr;
   cudaStream_t stream = nullptr;
   bool in_graph = false;
+  // With in_graph: convs of at most this many output pixels (batch x Ho x Wo) also time plans
+  // whose split or tile knobs differ from the heuristics' choice (cudnn_fused_conv.cpp,
+  // add_knob_plans). 0 = off. DETFORGE_CUDA_CONV_KNOBS sets it.
+  int64_t knob_max_pixels = 0;
 };
 
 // nullptr when unavailable (no frontend, unsupported pattern, or workspace above ws_limit);
