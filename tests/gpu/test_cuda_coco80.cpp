@@ -25,6 +25,7 @@ std::string coco80_bundle() {
   static std::string path;
   if (!path.empty()) return path;
   const auto dir = std::filesystem::temp_directory_path() / ("detforge_gpu80_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);  // write_synth_checkpoint wants the parent to exist
   rt_detr_v2::SynthOptions so;
   so.preset = "r18vd";
   so.num_labels = 80;
