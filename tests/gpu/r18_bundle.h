@@ -1,4 +1,4 @@
-// One fp32 bundle of ../shared/models/rtdetr_v2_r18vd_shapes per test binary run.
+// Bundles built once per GPU test binary run, in a folder of this process's own.
 #pragma once
 #include <unistd.h>
 
@@ -10,16 +10,26 @@
 
 namespace detforge::test {
 
-inline std::string r18_bundle() {
-  static std::string path;
-  if (!path.empty()) return path;
+// This process's scratch folder for bundles (and checkpoints written to build them).
+inline std::filesystem::path gpu_test_dir() {
   auto dir = std::filesystem::temp_directory_path() / ("detforge_gpu_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// The fp32 bundle of `checkpoint` as gpu_test_dir()/name.
+inline std::string build_test_bundle(const std::filesystem::path& checkpoint, const std::string& name) {
   rt_detr_v2::BuildOptions opt;
-  opt.checkpoint = (shared_dir() / "models" / "rtdetr_v2_r18vd_shapes").string();
-  opt.output = (dir / "r18.bundle").string();
+  opt.checkpoint = checkpoint.string();
+  opt.output = (gpu_test_dir() / name).string();
   rt_detr_v2::build_bundle(opt);
-  return path = opt.output;
+  return opt.output;
+}
+
+// ../shared/models/rtdetr_v2_r18vd_shapes.
+inline std::string r18_bundle() {
+  static const std::string path = build_test_bundle(shared_dir() / "models" / "rtdetr_v2_r18vd_shapes", "r18.bundle");
+  return path;
 }
 
 }  // namespace detforge::test

@@ -3,40 +3,32 @@
 // uses the 8-class model, whose 16-byte score rows take the one-kernel top-k; 80 classes make
 // 160-byte rows, for which the engine splits the top-k by default (DETFORGE_CUDA_TOPK_SPLIT=2,
 // NOTES.md v22). Both paths must pick the same queries, so the outputs are the same bits.
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_engine.h"
 #include "detforge/types.h"
 #include "engine_settings.h"
-#include "families/rt_detr_v2/bundle_builder.h"
 #include "families/rt_detr_v2/synth.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
+#include "r18_bundle.h"
 
 namespace detforge::test {
 namespace {
 
 std::string coco80_bundle() {
-  static std::string path;
-  if (!path.empty()) return path;
-  const auto dir = std::filesystem::temp_directory_path() / ("detforge_gpu80_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);  // write_synth_checkpoint wants the parent to exist
-  rt_detr_v2::SynthOptions so;
-  so.preset = "r18vd";
-  so.num_labels = 80;
-  so.seed = 3;
-  so.force = true;
-  rt_detr_v2::write_synth_checkpoint(dir / "ckpt", so);
-  rt_detr_v2::BuildOptions bo;
-  bo.checkpoint = (dir / "ckpt").string();
-  bo.output = (dir / "coco80.bundle").string();
-  rt_detr_v2::build_bundle(bo);
-  return path = bo.output;
+  static const std::string path = [] {
+    rt_detr_v2::SynthOptions so;
+    so.preset = "r18vd";
+    so.num_labels = 80;
+    so.seed = 3;
+    so.force = true;
+    rt_detr_v2::write_synth_checkpoint(gpu_test_dir() / "coco80_ckpt", so);
+    return build_test_bundle(gpu_test_dir() / "coco80_ckpt", "coco80.bundle");
+  }();
+  return path;
 }
 
 TEST(CudaCoco80Engine, SplitTopkIsTheDefaultAndPicksTheSameQueries) {

@@ -249,7 +249,7 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
           "create_execution_plans"))
     return nullptr;
   if (tune && tune->in_graph && tune->max_plans > 0 && tune->knob_max_pixels > 0 &&
-      s.B * ((s.H + 2 * s.pad - s.kh) / s.stride + 1) * ((s.W + 2 * s.pad - s.kw) / s.stride + 1) <= tune->knob_max_pixels)
+      int64_t{s.B} * s.Ho * s.Wo <= tune->knob_max_pixels)
     add_knob_plans(*c, 2);
   // A replayed graph must give the same bits (tests/gpu/test_cuda_determinism.cpp); plans that
   // cuDNN marks non-deterministic reduce partial sums through atomics.
