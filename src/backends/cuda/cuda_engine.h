@@ -55,6 +55,10 @@ std::vector<std::pair<int, int>> late_value_ops(const graph::Graph& g, int mode)
 // shapes (N = 256, K a multiple of 64 it can split, activation none or relu, constant weights).
 std::vector<std::pair<int, int>> linear_ln_pairs(const graph::Graph& g);
 
+// DETFORGE_CUDA_* setting `name` as an integer in lo..hi, dflt when unset or empty; throws
+// detforge::Error naming the variable otherwise (cuda_settings.cpp).
+int env_int(const char* name, int dflt, int lo, int hi);
+
 class CudaEngine : public Engine {
  public:
   CudaEngine(const graph::Graph& g, const EngineOptions& opt);
@@ -201,6 +205,7 @@ class CudaEngine : public Engine {
   const graph::Graph& graph() const { return g_; }
 
  private:
+  void read_settings();  // the DETFORGE_CUDA_* environment into the members below (cuda_settings.cpp)
   struct BatchPlan {
     std::vector<std::unique_ptr<CudnnConv>> conv;  // by op index
     std::vector<std::shared_ptr<FusedConv>> fused;  // by op index (fp16 with the cuDNN frontend)
