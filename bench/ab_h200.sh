@@ -5,7 +5,8 @@
 # Usage (on the device, after scripts/device_build.sh):
 #   bench/ab_h200.sh OUTDIR "name:VAR=value VAR2=value" ["name2:..." ...]
 #   env: BATCHES (default "1"), PRECISION (fp16), ITERS (300), PROFILE_OPS=name (per-op profile
-#   for that variant), CHECKPOINT (models/demo)
+#   for that variant), CHECKPOINT (models/demo), E2E=1 (also time detect() end to end, and at
+#   batch 1 the same forward without post-processing: e2e_ms_p50, e2e_raw_ms_p50)
 # Writes OUTDIR/<variant>_b<batch>.json and OUTDIR/ab.json (a list of records) and prints a table.
 # Variables: DETFORGE_CUDA_STREAMS (1..8), DETFORGE_CUDA_CONV_TUNE (plans timed per conv),
 #   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue), DETFORGE_CUDA_ROW_MLP (1 = linear
@@ -38,11 +39,12 @@ for v in "$@"; do
   for b in ${BATCHES:-1}; do
     extra=()
     [ "${PROFILE_OPS:-}" = "$name" ] && extra=(--profile-ops)
+    [ "${E2E:-0}" = 1 ] || extra+=(--skip-e2e)
     echo "== $name b$b: $envs"
     env $envs "$cli" bench "$vb" --backend cuda --batch "$b" --precision "${PRECISION:-fp16}" --warmup 50 \
-      --iters "${ITERS:-300}" --profile --skip-e2e "${extra[@]}" --json "$out/${name}_b$b.json" \
+      --iters "${ITERS:-300}" --profile "${extra[@]}" --json "$out/${name}_b$b.json" \
       >"$out/${name}_b$b.log" 2>&1 || { echo "   failed:"; tail -5 "$out/${name}_b$b.log"; }
-    grep -E "engine load|^engine|graph:|op profile" "$out/${name}_b$b.log" | sed 's/^/   /'
+    grep -E "engine load|^engine|^e2e|graph:|op profile" "$out/${name}_b$b.log" | sed 's/^/   /'
   done
 done
 python3 - "$out" "$@" <<'PY'
@@ -62,7 +64,8 @@ for v in variants:
                          "gpu_ms_per_forward": p.get("gpu_ms_per_forward"), "group_ms": p.get("group_ms"),
                          "graph_streams": j["engine"].get("graph_streams"), "graph_waits": j["engine"].get("graph_waits"),
                          "small_linears": j["engine"].get("small_linears"),
-                         "graph_check": j["engine"].get("graph_check")})
+                         "graph_check": j["engine"].get("graph_check"),
+                         "e2e_ms_p50": j.get("e2e_ms_p50"), "e2e_raw_ms_p50": j.get("e2e_raw_ms_p50")})
 json.dump(recs, open(os.path.join(out, "ab.json"), "w"), indent=1)
 base = {}
 for r in recs:
@@ -71,5 +74,6 @@ print(f"{'variant':14} {'batch':>5} {'p50 ms':>8} {'vs first':>8} {'load s':>7} 
 for r in recs:
     print(f"{r['variant']:14} {r['batch']:5d} {r['engine_ms_p50']:8.4f} {base[r['batch']] / r['engine_ms_p50']:8.3f} "
           f"{r['engine_load_s'] or 0:7.1f} {r['kernels_per_forward'] or 0:7.0f} {r['gpu_ms_per_forward'] or 0:7.3f} "
-          f"{r['graph_streams']}")
+          f"{r['graph_streams']}" + (f"  e2e {r['e2e_ms_p50']:.4f}" if r["e2e_ms_p50"] else "")
+          + (f" raw {r['e2e_raw_ms_p50']:.4f}" if r["e2e_raw_ms_p50"] else ""))
 PY

@@ -148,6 +148,14 @@ void register_bench_command(CLI::App& app) {
     out["e2e_ms"] = bench::to_json(e2e);
     out["e2e_ms_p50"] = e2e.p50;
     print_stats("e2e", e2e);
+    if (a->batch == 1) {
+      // The same image through run_raw(): upload, device preprocessing, engine and download, but no
+      // post-processing. e2e minus this is what detect() spends on the host after the forward.
+      auto raw = bench::summarize(bench::time_host([&] { det->run_raw(images[0]); }, a->warmup, a->iters));
+      out["e2e_raw_ms"] = bench::to_json(raw);
+      out["e2e_raw_ms_p50"] = raw.p50;
+      print_stats("e2e without post-processing", raw);
+    }
     if (!a->json_out.empty()) write_file_atomically(a->json_out, out.dump(2) + "\n");
   });
 }
