@@ -66,14 +66,18 @@ void CudaEngine::setup_box_steps() {
   auto steps = find_box_steps(g_);
   const auto prod = graph::producers(g_);
   std::vector<std::pair<int, std::vector<int>>> groups;
+  auto in_dec_tail = [&](const BoxStep& s) {  // cuda_dec_tails.cpp runs these
+    return std::find(dec_tail_boxes_.begin(), dec_tail_boxes_.end(), g_.ops[s.refine].outputs[0]) !=
+           dec_tail_boxes_.end();
+  };
   for (const auto& s : steps) {
-    if (prod[g_.ops[s.refine].inputs[1]] > s.linear) continue;
+    if (prod[g_.ops[s.refine].inputs[1]] > s.linear || in_dec_tail(s)) continue;
     groups.push_back({s.linear, {s.refine}});
     if (s.next >= 0) groups.back().second.push_back(s.next);
   }
   graph::reorder_ops(g_, graph::moved_after(n, groups));
   for (const auto& s : find_box_steps(g_)) {
-    if (s.refine != s.linear + 1 || (s.next >= 0 && s.next != s.refine + 1)) continue;
+    if (s.refine != s.linear + 1 || (s.next >= 0 && s.next != s.refine + 1) || in_dec_tail(s)) continue;
     const graph::Op& l3 = g_.ops[s.linear];
     const int K = static_cast<int>(g_.tensor(l3.inputs[1]).shape[1]);
     const int N1 = s.next >= 0 ? static_cast<int>(g_.tensor(g_.ops[s.next].inputs[1]).shape[0]) : 0;

@@ -119,9 +119,11 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   upload_weights(g);
   order_late_values();
   order_ln_adds();
+  order_dec_tails();
   setup_row_chains();
   setup_box_steps();
   absorbed_.assign(g_.ops.size(), 0);
+  setup_dec_tails();
   setup_ln_adds();
   setup_linear_lns();
   setup_upsample_concats();
@@ -169,6 +171,7 @@ CudaEngine::~CudaEngine() {
   cudaFree(d_in32_);
   cudaFreeHost(h_in_);
   cudaFree(d_count_);
+  cudaFree(d_dec_barrier_);
   cudaFree(arena_);
   cudaFree(weights_);
   cudaFree(workspace_);

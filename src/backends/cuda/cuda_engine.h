@@ -23,6 +23,7 @@
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/engine.h"
 #include "backends/image_input_spec.h"
+#include "graph/dec_tails.h"
 #include "detforge/types.h"
 #include "graph/row_chains.h"
 #include "graph/stream_schedule.h"
@@ -113,6 +114,11 @@ class CudaEngine : public Engine {
     int linear = -1, refine = -1, next = -1;
   };
   int box_steps() const { return static_cast<int>(box_steps_.size()); }
+  // The decoder layers' row-local tails (cuda_dec_tails.cpp, DETFORGE_CUDA_DEC_TAIL=1): ops from
+  // encoder_attn.output_proj through the box refine and, between layers, the next layer's
+  // query_pos_head and self_attn.pos add (-1 where absent), run as one dec_tail launch.
+  using DecTail = graph::DecoderTail;
+  int dec_tails() const { return static_cast<int>(dec_tails_.size()); }
   // Adds launched as a second output of their layer_norm (cuda_ln_adds.cpp), and upsamples
   // launched inside their concat (cuda_upsample_concats.cpp).
   int ln_adds() const;
@@ -306,6 +312,13 @@ class CudaEngine : public Engine {
   void setup_box_steps();
   bool launch_box_step(size_t i, int batch, cudaStream_t s);
   bool absorbed_in_box_step(size_t i) const;
+  // cuda_dec_tails.cpp: order_dec_tails() puts each tail's ops next to each other (constructor,
+  // before setup_row_chains); setup_dec_tails() (after absorbed_ is cleared) marks them absorbed
+  // but the last; launch_dec_tail() is true at a tail's last op, which launches dec_tail.
+  void order_dec_tails();
+  void setup_dec_tails();
+  bool launch_dec_tail(size_t i, int batch, cudaStream_t s);
+  bool absorbed_in_dec_tail(size_t i) const;
   // cuda_ln_adds.cpp: order_ln_adds() puts each add right after its layer_norm (constructor,
   // before setup_row_chains); setup_ln_adds() (after setup_box_steps) marks the pairs;
   // launch_ln_add() is true when op i is such an add (it launches the pair's layer_norm).
@@ -472,6 +485,12 @@ class CudaEngine : public Engine {
   bool box_step_on_ = true;
   std::vector<BoxStep> box_steps_;
   std::vector<int> box_step_of_;  // by op: the box step it belongs to, -1
+  // DETFORGE_CUDA_DEC_TAIL (default 0): the decoder tails as one cooperative launch each.
+  bool dec_tail_on_ = false;
+  std::vector<DecTail> dec_tails_;
+  std::vector<int> dec_tail_of_;                  // by op: the tail whose launch sits there, -1
+  std::vector<graph::TensorId> dec_tail_boxes_;   // refined boxes of the tails (box steps skip them)
+  unsigned* d_dec_barrier_ = nullptr;             // 2 words per tail, zero between launches
   // by op: launches nothing, its work done by a later op's launch (a layer_norm in its add's, an
   // upsample in its concat's; box steps and row chains keep their own marks).
   std::vector<char> absorbed_;

@@ -1,0 +1,60 @@
+// dec_tail.cu: the row-local tail of an RT-DETR decoder layer as ONE cooperative launch, with grid
+// barriers between its stages instead of kernel boundaries (fp16 only):
+//   y1 = x Wo^T + bo + h0            (encoder_attn.output_proj with its residual)
+//   h1 = LN1(y1); f = relu(h1 W1^T + b1); y2 = f W2^T + b2 + h1      (fc1, fc2)
+//   h2 = LN2(y2); bb1 = relu(h2 Wb1^T + ..); bb2 = relu(bb1 Wb2^T + ..)   (bbox head layers 0, 1)
+//   delta = bb2 Wb3^T + bb3; ref_out = box_refine(delta, ref_in)     (bbox head layer 2, refine)
+//   and, between two layers: q1 = relu(ref_out Wq1^T + bq1); qpos = q1 Wq2^T + bq2;
+//   qk_in = h2 + qpos                (the next layer's query_pos_head and self_attn.pos add)
+// Why: at batch 1 these are 10-12 kernels of 1.4-4.5 us on the critical path per decoder layer
+// (~31 us; H100 timeline of bench/results/h100/ab-2026-12-06-session19/call2/ab/default_b1.json),
+// each a 300-row GEMM, LayerNorm or add whose cost is its launch and ramp, not its arithmetic.
+// Every intermediate is still stored (rounded to fp16 as the unfused ops round it), so the
+// engine's other readers (class head, next v_proj, the LN add) see the same tensors.
+#pragma once
+#include <cuda_runtime.h>
+
+namespace detforge::cuda {
+
+// One GEMM stage: y = act(A' W^T + bias (+ res)) with A' = LN(A) when ln_g is set (then ln_out,
+// when set, receives LN(A)); y2 = y + add2 when add2 is set. A [rows, K], W [N, K], fp16.
+struct DecTailGemm {
+  const void* a = nullptr;
+  int K = 0;
+  const void* ln_g = nullptr;
+  const void* ln_b = nullptr;
+  float eps = 0.f;
+  void* ln_out = nullptr;
+  const void* w = nullptr;
+  const void* bias = nullptr;
+  const void* res = nullptr;
+  int N = 0;
+  bool relu = false;
+  void* y = nullptr;
+  const void* add2 = nullptr;
+  void* y2 = nullptr;
+};
+
+struct DecTailArgs {
+  int rows = 0;
+  DecTailGemm g[5];  // output_proj, fc1, fc2, bbox layer 0, bbox layer 1
+  // bbox layer 2 (N = 4) and box_refine; x is g[4].y
+  const void* w3 = nullptr;
+  const void* b3 = nullptr;
+  const void* ref_in = nullptr;
+  void* ref_out = nullptr;
+  // optional: query_pos_head layer 0 (K = 4, relu), its layer 1 and the add (gq: a = q1)
+  const void* wq1 = nullptr;
+  const void* bq1 = nullptr;
+  int P = 0;
+  void* q1 = nullptr;
+  DecTailGemm gq;
+  unsigned* barrier = nullptr;  // 2 zeroed words per launch site, zero again after each launch
+};
+
+// Why the arguments do not fit the kernel ("" when they do): LN rows of 256, K and N multiples
+// of 64 (N of the qpos GEMM too), K at most 1024, 16-byte aligned pointers.
+const char* dec_tail_unsupported(const DecTailArgs& a);
+void dec_tail(const DecTailArgs& a, cudaStream_t s);
+
+}  // namespace detforge::cuda

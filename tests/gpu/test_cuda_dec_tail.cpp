@@ -1,0 +1,215 @@
+// The dec_tail kernel (kernels/dec_tail.cu) stage by stage against host loops of the ops it
+// replaces, each fed the kernel's own stored input of that stage (so a wrong stage is named, not
+// smeared over the ones after it), at the decoder's shapes (256 wide, fc 1024, query_pos 512),
+// 1 to 600 rows, with and without the next layer's query_pos_head; launched twice (the grid
+// barrier's words must be zero again after a launch); the shapes it refuses; and the r18vd
+// engine with the tails on (DETFORGE_CUDA_DEC_TAIL=1) against off.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/kernels/dec_tail.h"
+#include "detforge/types.h"
+#include "gpu_test_util.h"
+#include "host_ref.h"
+#include "io/bundle_graph.h"
+#include "r18_bundle.h"
+#include "r18_compare.h"
+
+namespace detforge::test {
+namespace {
+
+using graph::Act;
+using V = std::vector<float>;
+
+V q(const V& v) { return quantize(v, true); }
+V rnd(size_t n, float lo, float hi, uint32_t seed) { return q(random_vec(n, lo, hi, seed)); }
+
+void check(int rows, bool next) {
+  SCOPED_TRACE("rows " + std::to_string(rows) + (next ? " with" : " without") + " the next query_pos_head");
+  DETFORGE_REQUIRE_GPU();
+  const int D = 256, F = 1024, P = 512;
+  uint32_t seed = static_cast<uint32_t>(rows * 13 + next);
+  auto w = [&](int n, int k) { return rnd(size_t(n) * k, -1.5f / std::sqrt(float(k)), 1.5f / std::sqrt(float(k)), ++seed); };
+  auto b = [&](int n) { return rnd(n, -0.3f, 0.3f, ++seed); };
+  const V x = rnd(size_t(rows) * D, -1, 1, ++seed), h0 = rnd(size_t(rows) * D, -1, 1, ++seed);
+  V ref = rnd(size_t(rows) * 4, 0.f, 1.f, ++seed);
+  ref[0] = 0.f;  // the clamps of inverse_sigmoid
+  if (ref.size() > 5) ref[5] = 1.f;
+  const V wo = w(D, D), bo = b(D), g1 = rnd(D, 0.5f, 1.5f, ++seed), e1 = b(D), wf1 = w(F, D), bf1 = b(F), wf2 = w(D, F),
+          bf2 = b(D), g2 = rnd(D, 0.5f, 1.5f, ++seed), e2 = b(D), wb0 = w(D, D), bb0 = b(D), wb1 = w(D, D), bb1 = b(D),
+          wb2 = w(4, D), bb2 = b(4), wq0 = rnd(size_t(P) * 4, -1, 1, ++seed), bq0 = b(P), wq1 = w(D, P), bq1 = b(D);
+  const bool H = true;
+  DevBuf dx(x, H), dh0(h0, H), dref(ref, H), dwo(wo, H), dbo(bo, H), dg1(g1, H), de1(e1, H), dwf1(wf1, H), dbf1(bf1, H),
+      dwf2(wf2, H), dbf2(bf2, H), dg2(g2, H), de2(e2, H), dwb0(wb0, H), dbb0(bb0, H), dwb1(wb1, H), dbb1(bb1, H),
+      dwb2(wb2, H), dbb2(bb2, H), dwq0(wq0, H), dbq0(bq0, H), dwq1(wq1, H), dbq1(bq1, H);
+  const size_t RD = size_t(rows) * D;
+  DevBuf y1(RD, H), h1(RD, H), f(size_t(rows) * F, H), y2(RD, H), h2(RD, H), o0(RD, H), o1(RD, H), box(size_t(rows) * 4, H),
+      q1(size_t(rows) * P, H), qpos(RD, H), qk(RD, H);
+  unsigned* bar = nullptr;
+  ASSERT_EQ(cudaMalloc(&bar, 8), cudaSuccess);
+  ASSERT_EQ(cudaMemset(bar, 0, 8), cudaSuccess);
+
+  cuda::DecTailArgs a;
+  a.rows = rows;
+  auto gemm = [&](cuda::DecTailGemm& g, const DevBuf& in, int K, const DevBuf& wt, const DevBuf& bias, int N, bool relu,
+                  DevBuf& y) {
+    g.a = in.get();
+    g.K = K;
+    g.w = wt.get();
+    g.bias = bias.get();
+    g.N = N;
+    g.relu = relu;
+    g.y = y.get();
+  };
+  gemm(a.g[0], dx, D, dwo, dbo, D, false, y1);
+  a.g[0].res = dh0.get();
+  gemm(a.g[1], y1, D, dwf1, dbf1, F, true, f);
+  a.g[1].ln_g = dg1.get();
+  a.g[1].ln_b = de1.get();
+  a.g[1].eps = 1e-5f;
+  a.g[1].ln_out = h1.get();
+  gemm(a.g[2], f, F, dwf2, dbf2, D, false, y2);
+  a.g[2].res = h1.get();
+  gemm(a.g[3], y2, D, dwb0, dbb0, D, true, o0);
+  a.g[3].ln_g = dg2.get();
+  a.g[3].ln_b = de2.get();
+  a.g[3].eps = 1e-5f;
+  a.g[3].ln_out = h2.get();
+  gemm(a.g[4], o0, D, dwb1, dbb1, D, true, o1);
+  a.w3 = dwb2.get();
+  a.b3 = dbb2.get();
+  a.ref_in = dref.get();
+  a.ref_out = box.get();
+  if (next) {
+    a.wq1 = dwq0.get();
+    a.bq1 = dbq0.get();
+    a.P = P;
+    a.q1 = q1.get();
+    gemm(a.gq, q1, P, dwq1, dbq1, D, false, qpos);
+    a.gq.add2 = h2.get();
+    a.gq.y2 = qk.get();
+  }
+  a.barrier = bar;
+  ASSERT_STREQ(cuda::dec_tail_unsupported(a), "");
+  std::vector<V> first;
+  for (int launch = 0; launch < 2; ++launch) {
+    cuda::dec_tail(a, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    unsigned words[2] = {7, 7};
+    ASSERT_EQ(cudaMemcpy(words, bar, 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(words[0], 0u);
+    EXPECT_EQ(words[1], 0u);
+    std::vector<V> got = {y1.download(), h1.download(), f.download(), y2.download(), h2.download(), o0.download(),
+                          o1.download(), box.download()};
+    if (next) got.insert(got.end(), {q1.download(), qpos.download(), qk.download()});
+    if (launch == 0) {
+      first = got;
+    } else {
+      for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], first[k]) << "output " << k << " of the second launch";
+    }
+  }
+  cudaFree(bar);
+  // Stage by stage; each host op reads the kernel's stored input. One fp16 ulp of difference
+  // (sums in another order, rounded at another point) is what the tolerances allow.
+  const float at = 4e-3f, rt = 4e-3f;
+  const V gy1 = first[0], gh1 = first[1], gf = first[2], gy2 = first[3], gh2 = first[4], go0 = first[5], go1 = first[6];
+  EXPECT_TRUE(close(gy1, q(ref::linear(x, rows, D, wo, D, bo, &h0, Act::none)), at, rt)) << "output_proj";
+  EXPECT_TRUE(close(gh1, q(ref::layer_norm(gy1, rows, D, g1, e1, 1e-5f)), at, rt)) << "LayerNorm 1";
+  EXPECT_TRUE(close(gf, q(ref::linear(gh1, rows, D, wf1, F, bf1, nullptr, Act::relu)), at, rt)) << "fc1";
+  EXPECT_TRUE(close(gy2, q(ref::linear(gf, rows, F, wf2, D, bf2, &gh1, Act::none)), at, rt)) << "fc2";
+  EXPECT_TRUE(close(gh2, q(ref::layer_norm(gy2, rows, D, g2, e2, 1e-5f)), at, rt)) << "LayerNorm 2";
+  EXPECT_TRUE(close(go0, q(ref::linear(gh2, rows, D, wb0, D, bb0, nullptr, Act::relu)), at, rt)) << "bbox layer 0";
+  EXPECT_TRUE(close(go1, q(ref::linear(go0, rows, D, wb1, D, bb1, nullptr, Act::relu)), at, rt)) << "bbox layer 1";
+  const V delta = q(ref::linear(go1, rows, D, wb2, 4, bb2, nullptr, Act::none));
+  V want_box(size_t(rows) * 4);
+  for (size_t i = 0; i < want_box.size(); ++i) {
+    const double r = std::min(std::max(double(ref[i]), 0.0), 1.0);
+    want_box[i] = float(1.0 / (1.0 + std::exp(-(delta[i] + std::log(std::max(r, 1e-5) / std::max(1.0 - r, 1e-5))))));
+  }
+  // As the box_step test: one ulp of delta moves the box by at most a quarter of it.
+  EXPECT_TRUE(close(first[7], q(want_box), 2e-3f, 2e-3f)) << "refined boxes";
+  if (!next) return;
+  EXPECT_TRUE(close(first[8], q(ref::linear(first[7], rows, 4, wq0, P, bq0, nullptr, Act::relu)), at, rt)) << "qpos 0";
+  const V gq = first[9];
+  EXPECT_TRUE(close(gq, q(ref::linear(first[8], rows, P, wq1, D, bq1, nullptr, Act::none)), at, rt)) << "qpos 1";
+  V sum(RD);
+  for (size_t i = 0; i < RD; ++i) sum[i] = gh2[i] + gq[i];
+  EXPECT_TRUE(close(first[10], q(sum), 0.f, 0.f)) << "self_attn.pos add";
+}
+
+TEST(CudaDecTail, MatchesTheUnfusedOpsStageByStage) {
+  for (int rows : {1, 37, 300, 600}) check(rows, true);
+  check(300, false);
+}
+
+TEST(CudaDecTailRules, RefusesWhatItCannotRun) {
+  auto* p = reinterpret_cast<void*>(uintptr_t{0x10000});
+  auto* odd = reinterpret_cast<void*>(uintptr_t{0x10002});
+  unsigned* bar = reinterpret_cast<unsigned*>(p);
+  cuda::DecTailArgs a;
+  a.rows = 300;
+  a.barrier = bar;
+  for (auto& g : a.g) {
+    g.a = g.w = g.bias = p;
+    g.y = p;
+    g.K = 256;
+    g.N = 256;
+  }
+  a.w3 = a.b3 = a.ref_in = p;
+  a.ref_out = p;
+  EXPECT_STREQ(cuda::dec_tail_unsupported(a), "");
+  auto refused = [&](auto change) {
+    cuda::DecTailArgs b = a;
+    change(b);
+    return *cuda::dec_tail_unsupported(b) != '\0';
+  };
+  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.rows = 0; }));
+  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.barrier = nullptr; }));
+  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.g[2].K = 1088; }));  // over 1024
+  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.g[2].K = 96; }));    // not a multiple of 64
+  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.g[1].N = 1000; }));
+  EXPECT_TRUE(refused([&](cuda::DecTailArgs& b) {  // a LayerNorm stage is 256 wide
+    b.g[1].ln_g = b.g[1].ln_b = p;
+    b.g[1].K = 512;
+  }));
+  EXPECT_TRUE(refused([&](cuda::DecTailArgs& b) { b.g[0].a = odd; }));
+  EXPECT_TRUE(refused([&](cuda::DecTailArgs& b) { b.wq1 = p; }));  // no P, bias or output
+  EXPECT_THROW(cuda::dec_tail(cuda::DecTailArgs{}, nullptr), Error);
+}
+
+// r18vd at batch 2, fp16: three tails (two with the next layer's query_pos_head), the outputs
+// those of the separate kernels within the fp16 parity tolerance; the captured graph equals the
+// eager run.
+TEST(CudaDecTailEngine, R18vdFp16OnEqualsOff) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 29);
+  std::vector<HostTensor> out[2];
+  for (int k = 0; k < 2; ++k) {
+    EngineOptions eo;
+    eo.max_batch = 2;
+    eo.precision = "fp16";
+    setenv("DETFORGE_CUDA_DEC_TAIL", k == 0 ? "0" : "1", 1);
+    auto eng = make_cuda_engine(lb.graph, eo);
+    unsetenv("DETFORGE_CUDA_DEC_TAIL");
+    auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->dec_tails(), k == 0 ? 0 : 3);
+    EXPECT_EQ(e->box_steps(), k == 0 ? 3 : 0);
+    EXPECT_TRUE(e->graph_captured(2));
+    EXPECT_EQ(e->graph_check(2), "equal");
+    EXPECT_EQ(e->graph_check(1), "equal");
+    out[k] = e->run(px.data(), 2);
+  }
+  expect_r18vd_outputs_agree(out[0], out[1], 2, 0.01, "fp16 dec_tail");
+}
+
+}  // namespace
+}  // namespace detforge::test
