@@ -1,13 +1,15 @@
 // The dec_tail kernel (kernels/dec_tail.cu) stage by stage against host loops of the ops it
 // replaces, each fed the kernel's own stored input of that stage (so a wrong stage is named, not
 // smeared over the ones after it), at the decoder's shapes (256 wide, fc 1024, query_pos 512),
-// 1 to 600 rows, with and without the next layer's query_pos_head; launched twice (the grid
-// barrier's words must be zero again after a launch); the shapes it refuses; and the r18vd
-// engine with the tails on (DETFORGE_CUDA_DEC_TAIL=1) against off.
+// 1 to 600 rows, with and without the next layer's query_pos_head; launched twice (the second
+// must store the same bits); the shapes it refuses; and the r18vd engine with the tails on
+// (DETFORGE_CUDA_DEC_TAIL=1) against off, at batch 1 and 2 and, above the row limit, batch 3.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,71 @@ using V = std::vector<float>;
 V q(const V& v) { return quantize(v, true); }
 V rnd(size_t n, float lo, float hi, uint32_t seed) { return q(random_vec(n, lo, hi, seed)); }
 
-void check(int rows, bool next) {
+// Per-stage times of the launch in `a`: the cudaEvent time of 200 launches, and from the
+// %globaltimer stamps of the last launch per stage the median and largest over CTAs of its work
+// (barrier passed to work done) and of its cluster barrier wait. No speed assertion (benchmarks
+// decide speed); the stamps must be ordered and a timed launch must store what the first did.
+void stage_times(cuda::DecTailArgs a, const std::vector<std::vector<float>>& want,
+                 const std::function<std::vector<std::vector<float>>()>& outputs) {
+  const int n_ev = cuda::kDecTailStamps, ctas = (a.rows + 15) / 16 * 8;
+  unsigned long long* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(unsigned long long) * ctas * n_ev), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, sizeof(unsigned long long) * ctas * n_ev), cudaSuccess);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const char* names[] = {"output_proj", "fc1 (+LN)", "fc2", "bbox0 (+LN)", "bbox1", "box step", "qpos"};
+  a.stamps = nullptr;
+  for (int i = 0; i < 10; ++i) cuda::dec_tail(a, nullptr);
+  cudaEventRecord(e0);
+  for (int i = 0; i < 200; ++i) cuda::dec_tail(a, nullptr);
+  cudaEventRecord(e1);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  a.stamps = d;
+  cuda::dec_tail(a, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<unsigned long long> h(size_t(ctas) * n_ev);
+  ASSERT_EQ(cudaMemcpy(h.data(), d, h.size() * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+  std::printf("dec_tail rows %d, %d CTAs: %.2f us per launch (events, 200 launches)\n", a.rows, ctas, ms * 1e3 / 200);
+  // Event k of CTA c; stage s: work from event 2s (start or barrier passed) to 2s + 1 (done),
+  // wait from 2s + 1 to 2s + 2. The box step's done is event 11, the qpos stage's 12 and 13.
+  auto ev = [&](int c, int k) { return double(h[size_t(c) * n_ev + k]); };
+  auto median = [&](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double first = ev(0, 0), last = 0;
+  for (int c = 0; c < ctas; ++c) {
+    first = std::min(first, ev(c, 0));
+    last = std::max(last, ev(c, a.wq1 ? 13 : 11));
+  }
+  std::printf("  first CTA start to last CTA done: %.2f us\n", (last - first) * 1e-3);
+  const int stages = a.wq1 ? 7 : 6;
+  for (int st = 0; st < stages; ++st) {
+    const int from = st < 6 ? 2 * st : 12, done = st < 5 ? 2 * st + 1 : st == 5 ? 11 : 13;
+    const int passed = st < 5 ? 2 * st + 2 : st == 5 && a.wq1 ? 12 : -1;
+    std::vector<double> work, wait;
+    for (int c = 0; c < ctas; ++c) {
+      EXPECT_GE(ev(c, done), ev(c, from)) << "cta " << c << " stage " << st;
+      work.push_back((ev(c, done) - ev(c, from)) * 1e-3);
+      if (passed >= 0) wait.push_back((ev(c, passed) - ev(c, done)) * 1e-3);
+    }
+    std::printf("  %-12s work median %6.2f us max %6.2f", names[st], median(work),
+                *std::max_element(work.begin(), work.end()));
+    if (!wait.empty())
+      std::printf("  barrier wait median %6.2f max %6.2f", median(wait), *std::max_element(wait.begin(), wait.end()));
+    std::printf("\n");
+  }
+  const auto got = outputs();
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], want[k]) << "output " << k << " after the timed launches";
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(d);
+}
+
+void check(int rows, bool next, bool timing = false) {
   SCOPED_TRACE("rows " + std::to_string(rows) + (next ? " with" : " without") + " the next query_pos_head");
   DETFORGE_REQUIRE_GPU();
   const int D = 256, F = 1024, P = 512;
@@ -50,9 +116,6 @@ void check(int rows, bool next) {
   const size_t RD = size_t(rows) * D;
   DevBuf y1(RD, H), h1(RD, H), f(size_t(rows) * F, H), y2(RD, H), h2(RD, H), o0(RD, H), o1(RD, H), box(size_t(rows) * 4, H),
       q1(size_t(rows) * P, H), qpos(RD, H), qk(RD, H);
-  unsigned* bar = nullptr;
-  ASSERT_EQ(cudaMalloc(&bar, 8), cudaSuccess);
-  ASSERT_EQ(cudaMemset(bar, 0, 8), cudaSuccess);
 
   cuda::DecTailArgs a;
   a.rows = rows;
@@ -94,26 +157,25 @@ void check(int rows, bool next) {
     a.gq.add2 = h2.get();
     a.gq.y2 = qk.get();
   }
-  a.barrier = bar;
   ASSERT_STREQ(cuda::dec_tail_unsupported(a), "");
   std::vector<V> first;
-  for (int launch = 0; launch < 2; ++launch) {
-    cuda::dec_tail(a, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    unsigned words[2] = {7, 7};
-    ASSERT_EQ(cudaMemcpy(words, bar, 8, cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_EQ(words[0], 0u);
-    EXPECT_EQ(words[1], 0u);
+  auto outputs = [&] {
     std::vector<V> got = {y1.download(), h1.download(), f.download(), y2.download(), h2.download(), o0.download(),
                           o1.download(), box.download()};
     if (next) got.insert(got.end(), {q1.download(), qpos.download(), qk.download()});
+    return got;
+  };
+  for (int launch = 0; launch < 2; ++launch) {
+    cuda::dec_tail(a, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<V> got = outputs();
     if (launch == 0) {
       first = got;
     } else {
       for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], first[k]) << "output " << k << " of the second launch";
     }
   }
-  cudaFree(bar);
+  if (timing) stage_times(a, first, outputs);
   // Stage by stage; each host op reads the kernel's stored input. One fp16 ulp of difference
   // (sums in another order, rounded at another point) is what the tolerances allow.
   const float at = 4e-3f, rt = 4e-3f;
@@ -147,13 +209,19 @@ TEST(CudaDecTail, MatchesTheUnfusedOpsStageByStage) {
   check(300, false);
 }
 
+// Prints where the launch's time goes at the decoder's batch-1 and batch-2 shapes (no speed
+// assertion: benchmarks decide speed); asserts the stamps are ordered and that the timed launches
+// store what the first launch did.
+TEST(CudaDecTail, StageTimesKeepTheOutputs) {
+  check(300, true, true);
+  check(600, true, true);
+}
+
 TEST(CudaDecTailRules, RefusesWhatItCannotRun) {
   auto* p = reinterpret_cast<void*>(uintptr_t{0x10000});
   auto* odd = reinterpret_cast<void*>(uintptr_t{0x10002});
-  unsigned* bar = reinterpret_cast<unsigned*>(p);
   cuda::DecTailArgs a;
   a.rows = 300;
-  a.barrier = bar;
   for (auto& g : a.g) {
     g.a = g.w = g.bias = p;
     g.y = p;
@@ -169,10 +237,15 @@ TEST(CudaDecTailRules, RefusesWhatItCannotRun) {
     return *cuda::dec_tail_unsupported(b) != '\0';
   };
   EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.rows = 0; }));
-  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.barrier = nullptr; }));
+  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) {  // N 1024 takes K <= 256
+    b.g[1].N = 1024;
+    b.g[1].K = 512;
+  }));
+  EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.g[1].N = 512; }));
   EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.g[2].K = 1088; }));  // over 1024
   EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.g[2].K = 96; }));    // not a multiple of 64
   EXPECT_TRUE(refused([](cuda::DecTailArgs& b) { b.g[1].N = 1000; }));
+  EXPECT_FALSE(refused([](cuda::DecTailArgs& b) { b.g[1].N = 1024; }));
   EXPECT_TRUE(refused([&](cuda::DecTailArgs& b) {  // a LayerNorm stage is 256 wide
     b.g[1].ln_g = b.g[1].ln_b = p;
     b.g[1].K = 512;
@@ -182,19 +255,20 @@ TEST(CudaDecTailRules, RefusesWhatItCannotRun) {
   EXPECT_THROW(cuda::dec_tail(cuda::DecTailArgs{}, nullptr), Error);
 }
 
-// r18vd at batch 2, fp16: three tails (two with the next layer's query_pos_head), the outputs
-// those of the separate kernels within the fp16 parity tolerance; the captured graph equals the
-// eager run.
+// r18vd fp16: three tails (two with the next layer's query_pos_head), run as dec_tail at batch 2
+// (600 query rows, the default row limit) and as their separate kernels at batch 3; at both the
+// outputs are those of the engine without tails within the fp16 parity tolerance, and the
+// captured graph equals the eager run.
 TEST(CudaDecTailEngine, R18vdFp16OnEqualsOff) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 2, 0, 1, 29);
-  std::vector<HostTensor> out[2];
+  std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]) * 3, 0, 1, 29);
+  std::vector<HostTensor> out[2][2];
   for (int k = 0; k < 2; ++k) {
     EngineOptions eo;
-    eo.max_batch = 2;
+    eo.max_batch = 3;
     eo.precision = "fp16";
     setenv("DETFORGE_CUDA_DEC_TAIL", k == 0 ? "0" : "1", 1);
     auto eng = make_cuda_engine(lb.graph, eo);
@@ -203,12 +277,15 @@ TEST(CudaDecTailEngine, R18vdFp16OnEqualsOff) {
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->dec_tails(), k == 0 ? 0 : 3);
     EXPECT_EQ(e->box_steps(), k == 0 ? 3 : 0);
-    EXPECT_TRUE(e->graph_captured(2));
-    EXPECT_EQ(e->graph_check(2), "equal");
-    EXPECT_EQ(e->graph_check(1), "equal");
-    out[k] = e->run(px.data(), 2);
+    for (int b : {2, 3}) {
+      EXPECT_TRUE(e->graph_captured(b));
+      EXPECT_EQ(e->graph_check(b), "equal") << "batch " << b;
+      out[k][b - 2] = e->run(px.data(), b);
+    }
+    std::printf("dec_tail %s: %d tails\n", k ? "on" : "off", e->dec_tails());
   }
-  expect_r18vd_outputs_agree(out[0], out[1], 2, 0.01, "fp16 dec_tail");
+  expect_r18vd_outputs_agree(out[0][0], out[1][0], 2, 0.01, "fp16 dec_tail batch 2");
+  expect_r18vd_outputs_agree(out[0][1], out[1][1], 3, 0.01, "fp16 dec_tail off at batch 3");
 }
 
 }  // namespace

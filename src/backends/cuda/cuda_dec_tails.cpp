@@ -7,10 +7,12 @@
 // the tail's last op, which is charged with reading every input of the tail (extra_reads_, so the
 // arena keeps each intermediate until the launch and no two share bytes) and with writing every
 // output (extra_writes_, so every reader outside waits for the launch). fp16 only.
-// DETFORGE_CUDA_DEC_TAIL=1 turns it on (off by default until measured on a GPU).
+// DETFORGE_CUDA_DEC_TAIL=1 turns it on (off by default until measured on a GPU) for batches of at
+// most DETFORGE_CUDA_DEC_TAIL_MAX_ROWS query rows (default 600, batch 2): each cluster re-reads
+// every weight of the tail, which pays only while there are few clusters. Above it, and for the
+// ops of a tail in a plan where it is off, the ops launch their own kernels.
 #include <algorithm>
 
-#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
 #include "backends/cuda/kernels/dec_tail.h"
 #include "graph/dec_tails.h"
@@ -48,6 +50,7 @@ void CudaEngine::order_dec_tails() {
 void CudaEngine::setup_dec_tails() {
   const size_t n = g_.ops.size();
   dec_tail_of_.assign(n, -1);
+  dec_tail_member_.assign(n, 0);
   dec_tails_.clear();
   if (dec_tail_boxes_.empty()) return;
   for (const auto& t : graph::find_decoder_tails(g_)) {
@@ -69,9 +72,12 @@ void CudaEngine::setup_dec_tails() {
     dec_tail_of_[last] = static_cast<int>(dec_tails_.size());
     dec_tails_.push_back(t);
   }
-  if (dec_tails_.empty()) return;
-  DF_CUDA(cudaMalloc(&d_dec_barrier_, sizeof(unsigned) * 2 * dec_tails_.size()));
-  DF_CUDA(cudaMemset(d_dec_barrier_, 0, sizeof(unsigned) * 2 * dec_tails_.size()));
+  for (const auto& t : dec_tails_)
+    for (int i : t.ops()) dec_tail_member_[i] = 1;
+}
+
+bool CudaEngine::dec_tail_runs(size_t i, const BatchPlan& p) const {
+  return !dec_tail_member_.empty() && dec_tail_member_[i] && p.dec_tail_on;
 }
 
 bool CudaEngine::absorbed_in_dec_tail(size_t i) const {
@@ -83,9 +89,9 @@ bool CudaEngine::absorbed_in_dec_tail(size_t i) const {
   return false;
 }
 
-bool CudaEngine::launch_dec_tail(size_t i, int batch, cudaStream_t s) {
+bool CudaEngine::launch_dec_tail(size_t i, const BatchPlan& p, int batch, cudaStream_t s) {
   const int k = dec_tail_of_.empty() ? -1 : dec_tail_of_[i];
-  if (k < 0) return false;
+  if (k < 0 || !p.dec_tail_on) return false;  // off at this batch: the op runs its own way
   const DecTail& t = dec_tails_[k];
   auto gemm = [&](int op, DecTailGemm& d) {
     const graph::Op& o = g_.ops[op];
@@ -132,7 +138,6 @@ bool CudaEngine::launch_dec_tail(size_t i, int batch, cudaStream_t s) {
     a.gq.add2 = ptr(g_.ops[t.ln2].outputs[0]);
     a.gq.y2 = ptr(g_.ops[t.pos_add].outputs[0]);
   }
-  a.barrier = d_dec_barrier_ + 2 * k;
   dec_tail(a, s);
   return true;
 }

@@ -171,7 +171,6 @@ CudaEngine::~CudaEngine() {
   cudaFree(d_in32_);
   cudaFreeHost(h_in_);
   cudaFree(d_count_);
-  cudaFree(d_dec_barrier_);
   cudaFree(arena_);
   cudaFree(weights_);
   cudaFree(workspace_);
@@ -275,6 +274,10 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
     plan_row_chains(*np, batch);
     plan_linear_lns(*np, batch);
+    if (!dec_tails_.empty()) {  // the query rows of the batch (cuda_dec_tails.cpp)
+      const graph::Op& op0 = g_.ops[dec_tails_[0].out_proj];
+      np->dec_tail_on = g_.tensor(op0.outputs[0]).numel() / g_.tensor(op0.inputs[1]).shape[0] * batch <= dec_tail_max_rows_;
+    }
     schedule(*np, batch);
     bind_convs_to_stream_handles(*np, batch);
     alloc_snapshots(*np, batch);

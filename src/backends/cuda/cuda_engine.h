@@ -225,6 +225,7 @@ class CudaEngine : public Engine {
     std::vector<SmallLinear> small_lin;  // by op index (linear): own small-K/N kernel; none: lin / own_conv
     std::vector<char> chain_on;  // by row chain: one row_mlp launch at this batch
     std::vector<char> linear_ln_on;  // by op (a pair's linear and site): one linear_ln launch at this batch
+    bool dec_tail_on = false;        // the decoder tails launch as dec_tail at this batch (cuda_dec_tails.cpp)
     graph::StreamSchedule sched;       // entry 0: the input conversion, entry i+1: op i
     std::vector<cudaEvent_t> events;   // per schedule entry that another stream waits for
     cudaGraphExec_t exec = nullptr;
@@ -317,8 +318,9 @@ class CudaEngine : public Engine {
   // but the last; launch_dec_tail() is true at a tail's last op, which launches dec_tail.
   void order_dec_tails();
   void setup_dec_tails();
-  bool launch_dec_tail(size_t i, int batch, cudaStream_t s);
+  bool launch_dec_tail(size_t i, const BatchPlan& p, int batch, cudaStream_t s);
   bool absorbed_in_dec_tail(size_t i) const;
+  bool dec_tail_runs(size_t i, const BatchPlan& p) const;  // op i is in a tail launched at p's batch
   // cuda_ln_adds.cpp: order_ln_adds() puts each add right after its layer_norm (constructor,
   // before setup_row_chains); setup_ln_adds() (after setup_box_steps) marks the pairs;
   // launch_ln_add() is true when op i is such an add (it launches the pair's layer_norm).
@@ -490,7 +492,8 @@ class CudaEngine : public Engine {
   std::vector<DecTail> dec_tails_;
   std::vector<int> dec_tail_of_;                  // by op: the tail whose launch sits there, -1
   std::vector<graph::TensorId> dec_tail_boxes_;   // refined boxes of the tails (box steps skip them)
-  unsigned* d_dec_barrier_ = nullptr;             // 2 words per tail, zero between launches
+  std::vector<char> dec_tail_member_;             // by op: part of a tail
+  int64_t dec_tail_max_rows_ = 600;               // DETFORGE_CUDA_DEC_TAIL_MAX_ROWS
   // by op: launches nothing, its work done by a later op's launch (a layer_norm in its add's, an
   // upsample in its concat's; box steps and row chains keep their own marks).
   std::vector<char> absorbed_;

@@ -260,9 +260,11 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
   const graph::Op& op = g_.ops[i];
   if (launch_row_chain(i, p, B, s)) return;
   if (launch_box_step(i, B, s)) return;
-  if (launch_dec_tail(i, B, s)) return;
-  // a later op's launch does its work (a pair's linear only where linear_ln runs at this batch)
-  if (!absorbed_.empty() && absorbed_[i] && (linear_ln_lin_of_.empty() || linear_ln_lin_of_[i] < 0 || p.linear_ln_on[i]))
+  if (launch_dec_tail(i, p, B, s)) return;
+  // a later op's launch does its work (a pair's linear only where linear_ln runs at this batch,
+  // a decoder tail's op only where the tail runs as one launch)
+  if (!absorbed_.empty() && absorbed_[i] && (linear_ln_lin_of_.empty() || linear_ln_lin_of_[i] < 0 || p.linear_ln_on[i]) &&
+      (dec_tail_member_.empty() || !dec_tail_member_[i] || p.dec_tail_on))
     return;
   if (launch_linear_ln(i, p, B, s)) return;
   if (launch_ln_add(i, B, s)) return;

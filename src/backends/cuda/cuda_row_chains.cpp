@@ -85,6 +85,8 @@ bool CudaEngine::launch_row_chain(size_t i, const BatchPlan& p, int batch, cudaS
 
 bool CudaEngine::writes_nothing(size_t i, const BatchPlan& p) const {
   if (!linear_ln_lin_of_.empty() && linear_ln_lin_of_[i] >= 0) return p.linear_ln_on[i] != 0;  // cuda_linear_lns.cpp
+  if (!dec_tail_member_.empty() && dec_tail_member_[i])  // cuda_dec_tails.cpp
+    return p.dec_tail_on && dec_tail_of_[i] < 0;
   if (absorbed_in_box_step(i) || (!absorbed_.empty() && absorbed_[i])) return true;
   const int c = chain_of_.empty() ? -1 : chain_of_[i];
   return c >= 0 && p.chain_on[c] && static_cast<int>(i) != row_chains_[c].last_op();

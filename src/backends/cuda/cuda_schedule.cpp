@@ -289,9 +289,9 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
     what = absorbed_in_box_step(i) ? "in the box_step launch of a later op" : "own box_step";
   else if (!linear_ln_lin_of_.empty() && linear_ln_lin_of_[i] >= 0 && !p.linear_ln_on[i])
     what = "cuBLASLt linear (its linear_ln pair is over DETFORGE_CUDA_LINEAR_LN_MAX_ROWS at this batch)";
-  else if (!dec_tail_of_.empty() && dec_tail_of_[i] >= 0)
+  else if (dec_tail_runs(i, p) && dec_tail_of_[i] >= 0)
     what = "own dec_tail (the decoder layer's tail from output_proj)";
-  else if (!absorbed_.empty() && absorbed_[i] && !dec_tail_boxes_.empty() && absorbed_in_dec_tail(i))
+  else if (dec_tail_runs(i, p) && absorbed_in_dec_tail(i))
     what = "in the dec_tail launch of a later op";
   else if (!absorbed_.empty() && absorbed_[i])
     what = "in the launch of a later op (" + std::string(g_.ops[i].kind == OpKind::layer_norm ? "its add"

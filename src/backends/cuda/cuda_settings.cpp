@@ -40,6 +40,7 @@ void CudaEngine::read_settings() {
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   dec_tail_on_ = env_int("DETFORGE_CUDA_DEC_TAIL", 0, 0, 1) != 0;
+  dec_tail_max_rows_ = env_int("DETFORGE_CUDA_DEC_TAIL_MAX_ROWS", static_cast<int>(dec_tail_max_rows_), 1, 1 << 30);
   priority_ = env_int("DETFORGE_CUDA_PRIORITY", 0, 0, 2);
   ln_add_on_ = env_int("DETFORGE_CUDA_LN_ADD", 1, 0, 1) != 0;
   linear_ln_mode_ = env_int("DETFORGE_CUDA_LINEAR_LN", 0, 0, 2);

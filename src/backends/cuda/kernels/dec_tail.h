@@ -1,5 +1,6 @@
-// dec_tail.cu: the row-local tail of an RT-DETR decoder layer as ONE cooperative launch, with grid
-// barriers between its stages instead of kernel boundaries (fp16 only):
+// dec_tail.cu: the row-local tail of an RT-DETR decoder layer as ONE launch: a cluster of 8 CTAs
+// per block of 16 rows runs every stage for those rows, with cluster barriers between the stages
+// instead of kernel boundaries (fp16 only):
 //   y1 = x Wo^T + bo + h0            (encoder_attn.output_proj with its residual)
 //   h1 = LN1(y1); f = relu(h1 W1^T + b1); y2 = f W2^T + b2 + h1      (fc1, fc2)
 //   h2 = LN2(y2); bb1 = relu(h2 Wb1^T + ..); bb2 = relu(bb1 Wb2^T + ..)   (bbox head layers 0, 1)
@@ -11,6 +12,11 @@
 // each a 300-row GEMM, LayerNorm or add whose cost is its launch and ramp, not its arithmetic.
 // Every intermediate is still stored (rounded to fp16 as the unfused ops round it), so the
 // engine's other readers (class head, next v_proj, the LN add) see the same tensors.
+// v1 (one cooperative grid, grid-wide barriers, 16x64 tiles) took 47 us per layer against ~31
+// for the separate kernels (H100, bench/results/h100/ab-2026-12-06-session20/call3): ~2 us per
+// tile round, ~1.3 us per grid barrier, and 1-8 us of waiting for the slowest CTA (fc1 needed
+// 2-3 tile rounds). Every stage is row-local, so a block of rows needs only its own CTAs:
+// clusters remove the grid-wide wait, and the barrier is the cluster's.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -49,11 +55,14 @@ struct DecTailArgs {
   int P = 0;
   void* q1 = nullptr;
   DecTailGemm gq;
-  unsigned* barrier = nullptr;  // 2 zeroed words per launch site, zero again after each launch
+  // Measurement aid (tests only): %globaltimer per CTA at kDecTailStamps points (start, then per
+  // stage its work done and, but after the last, the cluster barrier after it passed).
+  unsigned long long* stamps = nullptr;
 };
+constexpr int kDecTailStamps = 16;
 
-// Why the arguments do not fit the kernel ("" when they do): LN rows of 256, K and N multiples
-// of 64 (N of the qpos GEMM too), K at most 1024, 16-byte aligned pointers.
+// Why the arguments do not fit the kernel ("" when they do): LN rows of 256, K a multiple of 64
+// up to 1024, N 256 or 1024 (split over the 8 CTAs of a cluster), 16-byte aligned pointers.
 const char* dec_tail_unsupported(const DecTailArgs& a);
 void dec_tail(const DecTailArgs& a, cudaStream_t s);
 
