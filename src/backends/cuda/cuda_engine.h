@@ -493,7 +493,7 @@ class CudaEngine : public Engine {
   std::vector<int> dec_tail_of_;                  // by op: the tail whose launch sits there, -1
   std::vector<graph::TensorId> dec_tail_boxes_;   // refined boxes of the tails (box steps skip them)
   std::vector<char> dec_tail_member_;             // by op: part of a tail
-  int64_t dec_tail_max_rows_ = 600;               // DETFORGE_CUDA_DEC_TAIL_MAX_ROWS
+  int64_t dec_tail_max_rows_ = 300;               // DETFORGE_CUDA_DEC_TAIL_MAX_ROWS
   // by op: launches nothing, its work done by a later op's launch (a layer_norm in its add's, an
   // upsample in its concat's; box steps and row chains keep their own marks).
   std::vector<char> absorbed_;

@@ -1,13 +1,18 @@
 // The decoder layer's row-local tail as one launch (see dec_tail.h for the stages and the why).
-// Layout: a cluster of 8 CTAs per block of 16 rows; in every GEMM stage CTA rank r owns columns
-// [r N/8, (r + 1) N/8) of all 16 rows (N 256: 32 columns, N 1024: 128). 8 warps: 4 warp columns
+// Layout: a cluster of 8 CTAs per block of BM = 16 rows; in every GEMM stage CTA rank r owns
+// columns [r N/8, (r + 1) N/8) of all BM rows (N 256: 32 columns, N 1024: 128). 8 warps: 4 warp columns
 // (each every 4th n8 tile of the CTA's columns) x 2 warp rows splitting K in halves (summed
 // through shared memory). The CTA's weight slice of the next stage is requested before each
 // cluster barrier (weights do not depend on the stage before), so after the barrier only the
-// 16 rows of activations (and the residual slice) are loaded. The LayerNorm stages normalise the
-// 16 rows in every CTA (rank 0 stores them). Activations written inside the launch are read
+// BM rows of activations (and the residual slice) are loaded. The LayerNorm stages normalise the
+// BM rows in every CTA (rank 0 stores them). Activations written inside the launch are read
 // through L2 only (cp.async.cg, __ldcg): other SMs wrote them. Clusters are independent, so a
 // grid larger than the GPU runs in waves without any grid-wide wait.
+// Measured (H100, 300 rows, stage stamps; bench/results/h100/ab-2026-12-06-session20/call4): with
+// 16 rows per cluster (19 clusters, 2 CTAs per SM) 33.9 us per launch. The cluster barrier
+// itself is ~0.5 us; what remains is shared-memory filling: every cluster reads the tail's
+// 1.7 MB of weights, each CTA ~290 KB per launch at ~25 GB/s per SM (issuing a 64 KB weight
+// slice took ~2.5 us). 32 rows per cluster (kMT below) halves the clusters, and was slower.
 #include "backends/cuda/kernels/dec_tail.h"
 
 #include <cuda_fp16.h>
@@ -24,16 +29,20 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kCluster = 8;
-constexpr int BM = 16, kMaxK = 1024, kLnC = 256, kMaxCols = 1024 / kCluster;  // 128
+// m16 tiles per cluster. 2 (32 rows, 10 clusters at 300 rows, one CTA per SM) took 37.4 us per
+// launch against 33.9 us for 1 (16 rows, 19 clusters, two CTAs per SM): fewer clusters read the
+// weights, but each CTA's stages got longer (fc1 5.6 against 3.1 us). H100, session 20 calls 4-5.
+constexpr int kMT = 1;
+constexpr int BM = 16 * kMT, kMaxK = 1024, kLnC = 256, kMaxCols = 1024 / kCluster;  // 128
 constexpr int kMaxTiles = kMaxCols / 8 / 4;  // n8 tiles per warp column: 4
 // Shared memory: A [16][K + 8], B [cols][K + 8] (the larger of 128 x 264 and 32 x 1032), the
-// residual slice [16][cols], the K-half partial sums [4 warps][32 lanes][4 tiles x 4].
+// residual slice [BM][cols], the K-half partial sums [4 warps][32 lanes][kMT x 4 tiles x 4].
 constexpr size_t kSmemA = size_t(BM) * (kMaxK + 8) * 2;
 constexpr size_t kSmemB = size_t(kMaxCols) * (kLnC + 8) * 2 > size_t(kLnC / kCluster) * (kMaxK + 8) * 2
                               ? size_t(kMaxCols) * (kLnC + 8) * 2
                               : size_t(kLnC / kCluster) * (kMaxK + 8) * 2;
 constexpr size_t kSmemR = size_t(BM) * kMaxCols * 2;
-constexpr size_t kSmemRed = 4 * 32 * kMaxTiles * 4 * sizeof(float);
+constexpr size_t kSmemRed = 4 * 32 * kMT * kMaxTiles * 4 * sizeof(float);
 constexpr size_t kSmem = kSmemA + kSmemB + kSmemR + kSmemRed;
 
 __device__ __forceinline__ uint32_t ldcg_u32(const void* p) { return __ldcg(static_cast<const unsigned*>(p)); }
@@ -79,7 +88,7 @@ __device__ __forceinline__ void load_rows(const __half* src, int K, int row0, in
   }
 }
 
-// [16][cols] of src (row stride N) from column col0 into dst (row stride cols).
+// [BM][cols] of src (row stride N) from column col0 into dst (row stride cols).
 __device__ __forceinline__ void load_slice(const __half* src, int N, int m0, int rows, int col0, int cols, __half* dst) {
   const int per_row = cols / 8;
   for (int c = threadIdx.x; c < BM * per_row; c += kThreads) {
@@ -96,15 +105,15 @@ __device__ __forceinline__ void prefetch_b(const DecTailGemm& g, unsigned rank, 
   cp_async_commit();
 }
 
-// LayerNorm over 256 channels of the 16 rows, in place in shared memory; as layer_norm.cu:
-// two-pass fp32 statistics, the output rounded to fp16. Warp w takes rows 2w and 2w + 1.
+// LayerNorm over 256 channels of the BM rows, in place in shared memory; as layer_norm.cu:
+// two-pass fp32 statistics, the output rounded to fp16. Warp w takes rows kMT*2w.. kMT*2(w+1)-1.
 __device__ __forceinline__ void ln_rows(const DecTailGemm& g, int m0, int rows, bool write, __half* sA) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const uint4 gp = __ldg(reinterpret_cast<const uint4*>(static_cast<const __half*>(g.ln_g) + lane * 8));
   const uint4 bp = __ldg(reinterpret_cast<const uint4*>(static_cast<const __half*>(g.ln_b) + lane * 8));
   const uint32_t* gw = &gp.x;
   const uint32_t* bw = &bp.x;
-  for (int r = warp * 2; r < warp * 2 + 2; ++r) {
+  for (int r = warp * 2 * kMT; r < (warp + 1) * 2 * kMT; ++r) {
     __half* row = sA + r * (kLnC + 8);
     uint4 xp = *reinterpret_cast<const uint4*>(row + lane * 8);
     const uint32_t* xw = &xp.x;
@@ -135,7 +144,7 @@ __device__ __forceinline__ void ln_rows(const DecTailGemm& g, int m0, int rows, 
   }
 }
 
-// One GEMM stage for rows [m0, m0 + 16), this CTA's columns; its weight slice is already requested.
+// One GEMM stage for rows [m0, m0 + BM), this CTA's columns; its weight slice is already requested.
 template <int T>  // n8 tiles per warp column: cols / 32
 __device__ void gemm_stage(const DecTailGemm& g, int m0, int rows, unsigned rank, unsigned char* smem) {
   __half* sA = reinterpret_cast<__half*>(smem);
@@ -155,29 +164,39 @@ __device__ void gemm_stage(const DecTailGemm& g, int m0, int rows, unsigned rank
     ln_rows(g, m0, rows, g.ln_out && rank == 0, sA);
     __syncthreads();
   }
-  float acc[T][4];
+  float acc[kMT][T][4];
 #pragma unroll
-  for (int j = 0; j < T; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int j = 0; j < T; ++j) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
   const int kb = kh * (K / 2), ke = kb + K / 2;
 #pragma unroll 2
   for (int k = kb; k < ke; k += 16) {
-    uint32_t a[4];
-    a[0] = *reinterpret_cast<const uint32_t*>(sA + gq * LDk + k + 2 * t);
-    a[1] = *reinterpret_cast<const uint32_t*>(sA + (gq + 8) * LDk + k + 2 * t);
-    a[2] = *reinterpret_cast<const uint32_t*>(sA + gq * LDk + k + 8 + 2 * t);
-    a[3] = *reinterpret_cast<const uint32_t*>(sA + (gq + 8) * LDk + k + 8 + 2 * t);
+    uint32_t a[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const __half* ap = sA + (mt * 16 + gq) * LDk + k + 2 * t;
+      a[mt][0] = *reinterpret_cast<const uint32_t*>(ap);
+      a[mt][1] = *reinterpret_cast<const uint32_t*>(ap + 8 * LDk);
+      a[mt][2] = *reinterpret_cast<const uint32_t*>(ap + 8);
+      a[mt][3] = *reinterpret_cast<const uint32_t*>(ap + 8 * LDk + 8);
+    }
 #pragma unroll
     for (int j = 0; j < T; ++j) {
       const __half* bp = sB + ((wc + 4 * j) * 8 + gq) * LDk + k + 2 * t;
-      mma16816(acc[j], a, *reinterpret_cast<const uint32_t*>(bp), *reinterpret_cast<const uint32_t*>(bp + 8));
+      const uint32_t b0 = *reinterpret_cast<const uint32_t*>(bp), b1 = *reinterpret_cast<const uint32_t*>(bp + 8);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) mma16816(acc[mt][j], a[mt], b0, b1);
     }
   }
-  float* mine = red + (wc * 32 + lane) * (kMaxTiles * 4);
+  float* mine = red + (wc * 32 + lane) * (kMT * kMaxTiles * 4);
   if (kh == 1)
 #pragma unroll
-    for (int j = 0; j < T; ++j)
+    for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) mine[j * 4 + e] = acc[j][e];
+      for (int j = 0; j < T; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) mine[(mt * T + j) * 4 + e] = acc[mt][j][e];
   __syncthreads();
   if (kh == 0) {
 #pragma unroll
@@ -185,12 +204,15 @@ __device__ void gemm_stage(const DecTailGemm& g, int m0, int rows, unsigned rank
       const int lc = (wc + 4 * j) * 8 + 2 * t, col = col0 + lc;  // local and global column
       const float2 bv = h2f(__ldg(reinterpret_cast<const unsigned*>(static_cast<const __half*>(g.bias) + col)));
 #pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
-        const int r = gq + hr * 8, row = m0 + r;
+        const int r = mt * 16 + gq + hr * 8, row = m0 + r;
         if (row >= rows) continue;
         const int64_t o = (int64_t)row * g.N + col;
-        float v0 = acc[j][hr * 2] + mine[j * 4 + hr * 2] + bv.x;
-        float v1 = acc[j][hr * 2 + 1] + mine[j * 4 + hr * 2 + 1] + bv.y;
+        const float* part = mine + (mt * T + j) * 4;
+        float v0 = acc[mt][j][hr * 2] + part[hr * 2] + bv.x;
+        float v1 = acc[mt][j][hr * 2 + 1] + part[hr * 2 + 1] + bv.y;
         const float2 x = extra ? h2f(*reinterpret_cast<const uint32_t*>(sR + r * cols + lc)) : float2{0.f, 0.f};
         if (g.res) {
           v0 += x.x;
@@ -220,11 +242,11 @@ __device__ __forceinline__ void run_gemm(const DecTailGemm& g, int m0, int rows,
 }
 
 // bbox layer 2 (N = 4), box_refine and query_pos_head layer 0: box_step.cu's arithmetic, one
-// warp per row (warps 0 and 1 of each CTA: 2 of the 16 rows), x read through L2.
+// warp per row (warps 0 .. 2 kMT - 1 of each CTA: 2 kMT of the BM rows), x read through L2.
 __device__ void box_stage(const DecTailArgs& a, int m0, unsigned rank) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int row = m0 + rank * 2 + warp;
-  if (warp >= 2 || row >= a.rows) return;
+  const int row = m0 + rank * 2 * kMT + warp;
+  if (warp >= 2 * kMT || row >= a.rows) return;
   const __half* x = static_cast<const __half*>(a.g[4].y);
   const __half* w3 = static_cast<const __half*>(a.w3);
   const __half* b3 = static_cast<const __half*>(a.b3);
@@ -334,6 +356,8 @@ const char* dec_tail_unsupported(const DecTailArgs& a) {
   return "";
 }
 
+int dec_tail_ctas(int rows) { return (rows + BM - 1) / BM * kCluster; }
+
 void dec_tail(const DecTailArgs& a, cudaStream_t s) {
   if (const char* why = dec_tail_unsupported(a); *why) throw Error(std::string("dec_tail: ") + why);
   opt_in_smem<dec_tail_k>(kSmem);
@@ -343,7 +367,7 @@ void dec_tail(const DecTailArgs& a, cudaStream_t s) {
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.rows + BM - 1) / BM * kCluster));
+  cfg.gridDim = dim3(static_cast<unsigned>(dec_tail_ctas(a.rows)));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = s;

@@ -65,5 +65,6 @@ constexpr int kDecTailStamps = 16;
 // up to 1024, N 256 or 1024 (split over the 8 CTAs of a cluster), 16-byte aligned pointers.
 const char* dec_tail_unsupported(const DecTailArgs& a);
 void dec_tail(const DecTailArgs& a, cudaStream_t s);
+int dec_tail_ctas(int rows);  // the grid of a launch over `rows` rows (8 CTAs per 16 rows)
 
 }  // namespace detforge::cuda
