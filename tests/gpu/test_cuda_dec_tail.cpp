@@ -129,20 +129,20 @@ void check(int rows, bool next, bool timing = false) {
     g.relu = relu;
     g.y = y.get();
   };
+  auto ln = [](cuda::DecTailGemm& g, const DevBuf& gamma, const DevBuf& beta, DevBuf& out) {
+    g.ln_g = gamma.get();
+    g.ln_b = beta.get();
+    g.eps = 1e-5f;
+    g.ln_out = out.get();
+  };
   gemm(a.g[0], dx, D, dwo, dbo, D, false, y1);
   a.g[0].res = dh0.get();
   gemm(a.g[1], y1, D, dwf1, dbf1, F, true, f);
-  a.g[1].ln_g = dg1.get();
-  a.g[1].ln_b = de1.get();
-  a.g[1].eps = 1e-5f;
-  a.g[1].ln_out = h1.get();
+  ln(a.g[1], dg1, de1, h1);
   gemm(a.g[2], f, F, dwf2, dbf2, D, false, y2);
   a.g[2].res = h1.get();
   gemm(a.g[3], y2, D, dwb0, dbb0, D, true, o0);
-  a.g[3].ln_g = dg2.get();
-  a.g[3].ln_b = de2.get();
-  a.g[3].eps = 1e-5f;
-  a.g[3].ln_out = h2.get();
+  ln(a.g[3], dg2, de2, h2);
   gemm(a.g[4], o0, D, dwb1, dbb1, D, true, o1);
   a.w3 = dwb2.get();
   a.b3 = dbb2.get();
