@@ -83,7 +83,7 @@ ConvBuffers CudaEngine::op_buffers(const graph::Op& op, bool bias, bool res) con
 std::string CudaEngine::conv_key(size_t i, int batch) const {
   const graph::Op& op = g_.ops[i];
   const ConvShape s = conv_shape(i, batch);
-  const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+  const bool bias = op.has_input(2), res = op.has_input(3);  // optional inputs may be kNoTensor
   return std::to_string(s.B) + "," + std::to_string(s.H) + "," + std::to_string(s.W) + "," + std::to_string(s.Ci) +
          "," + std::to_string(s.Co) + "," + std::to_string(s.kh) + "," + std::to_string(s.kw) + "," +
          std::to_string(s.stride) + "," + std::to_string(s.pad) + "," + std::to_string(bias) + std::to_string(res) +
@@ -94,7 +94,7 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
                                                        std::string* why) {
   const graph::Op& op = g_.ops[i];
   const ConvShape s = conv_shape(i, batch);
-  const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+  const bool bias = op.has_input(2), res = op.has_input(3);  // optional inputs may be kNoTensor
   const std::string plan_key = conv_key(i, batch) + tag + (share_conv_plans_ ? "" : "#" + std::to_string(i));
   auto it = fused_cache_.find(plan_key);
   if (it == fused_cache_.end()) {
@@ -171,7 +171,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   if (op.kind == OpKind::conv2d && static_cast<int>(i) == stem_op_) return;  // conv_stem needs no plan
   if (op.kind == OpKind::conv2d) {
     const ConvShape s = conv_shape(i, batch);
-    const bool bias = op.inputs.size() > 2, res = op.inputs.size() > 3;
+    const bool bias = op.has_input(2), res = op.has_input(3);  // optional inputs may be kNoTensor
     // A 1x1 conv (conv_linear_) or, after im2col, a kxk conv (conv_im2col_) as one cuBLASLt GEMM
     // over B*Ho*Wo pixel rows; cuda_engine.h at those settings says why.
     const bool cols = conv_as_im2col(i, batch);
