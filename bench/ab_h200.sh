@@ -5,8 +5,9 @@
 # Usage (on the device, after scripts/device_build.sh):
 #   bench/ab_h200.sh OUTDIR "name:VAR=value VAR2=value" ["name2:..." ...]
 #   env: BATCHES (default "1"), PRECISION (fp16), ITERS (300), PROFILE_OPS=name (per-op profile
-#   for that variant), CHECKPOINT (models/demo), E2E=1 (also time detect() end to end, and at
-#   batch 1 the same forward without post-processing: e2e_ms_p50, e2e_raw_ms_p50)
+#   for that variant), CHECKPOINT (models/demo), E2E=1 (also time detect() end to end, at
+#   batch 1 the same forward without post-processing: e2e_ms_p50, e2e_raw_ms_p50, and profile the
+#   device's timeline of one detect() call: e2e_profile)
 # Writes OUTDIR/<variant>_b<batch>.json and OUTDIR/ab.json (a list of records) and prints a table.
 # Variables: DETFORGE_CUDA_STREAMS (1..8), DETFORGE_CUDA_CONV_TUNE (plans timed per conv),
 #   DETFORGE_CUDA_FUSED_CONV (0 = legacy conv + separate epilogue), DETFORGE_CUDA_ROW_MLP (1 = linear
@@ -39,7 +40,7 @@ for v in "$@"; do
   for b in ${BATCHES:-1}; do
     extra=()
     [ "${PROFILE_OPS:-}" = "$name" ] && extra=(--profile-ops)
-    [ "${E2E:-0}" = 1 ] || extra+=(--skip-e2e)
+    [ "${E2E:-0}" = 1 ] && extra+=(--profile-e2e) || extra+=(--skip-e2e)
     echo "== $name b$b: $envs"
     env $envs "$cli" bench "$vb" --backend cuda --batch "$b" --precision "${PRECISION:-fp16}" --warmup 50 \
       --iters "${ITERS:-300}" --profile "${extra[@]}" --json "$out/${name}_b$b.json" \

@@ -37,7 +37,7 @@ std::string kernel_group(const std::string& n) {
     return "convolution";
   // cuBLASLt GEMMs (nvjet_*, sm90_xmma_gemm_*, cutlass *gemm*).
   if (has("gemm") || has("nvjet") || has("cutlass") || has("cublas") || has("Kernel2")) return "gemm";
-  if (has("[memcpy]") || has("[memset]")) return "copies";
+  if (has("[memcpy") || has("[memset]")) return "copies";
   return "other";
 }
 
@@ -107,7 +107,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
-        g_records->push_back({"[memcpy]", (m->end - m->start) * 1e-6, m->correlationId, m->start, m->end, m->streamId});
+        // The direction names the copy in timelines: the e2e profile's uploads and downloads.
+        const char* name = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "[memcpy HtoD]"
+                           : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "[memcpy DtoH]"
+                                                                            : "[memcpy]";
+        g_records->push_back({name, (m->end - m->start) * 1e-6, m->correlationId, m->start, m->end, m->streamId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -142,9 +146,8 @@ void check(CUptiResult r, const char* what) {
 
 // Runs `body` with CUPTI activity collection on; returns the records (and the external
 // correlation map when `external` is given).
-std::vector<Record> collect(cuda::CudaEngine& e, const std::function<void()>& body,
-                            std::map<uint32_t, uint64_t>* external) {
-  cudaStreamSynchronize(e.stream());
+std::vector<Record> collect(const std::function<void()>& body, std::map<uint32_t, uint64_t>* external) {
+  cudaDeviceSynchronize();
   std::vector<Record> recs;
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -242,13 +245,28 @@ KernelProfile cuda_profile_forward(Engine& engine, int batch, int forwards) {
 #ifndef DETFORGE_PROFILE_UNAVAILABLE
   auto* e = profiled_engine(engine, batch, p);
   if (!e) return p;
-  auto recs = collect(*e, [&] {
+  auto recs = collect([&] {
     for (int i = 0; i < forwards; ++i) e->launch(batch);
   }, nullptr);
   summarize(p, recs, forwards);
   if (forwards > 0 && recs.size() % forwards == 0) timeline(p, recs, recs.size() / forwards);
 #else
   (void)engine, (void)batch, (void)forwards;
+  p.why = DETFORGE_PROFILE_UNAVAILABLE;
+#endif
+  return p;
+}
+
+KernelProfile cuda_profile_calls(const std::function<void()>& body, int calls) {
+  KernelProfile p;
+#ifndef DETFORGE_PROFILE_UNAVAILABLE
+  auto recs = collect([&] {
+    for (int i = 0; i < calls; ++i) body();
+  }, nullptr);
+  summarize(p, recs, calls);
+  if (calls > 0 && recs.size() % calls == 0) timeline(p, recs, recs.size() / calls);
+#else
+  (void)body, (void)calls;
   p.why = DETFORGE_PROFILE_UNAVAILABLE;
 #endif
   return p;
@@ -270,7 +288,7 @@ KernelProfile cuda_profile_ops(Engine& engine, int batch, int forwards) {
             "pop correlation id");
     }
   };
-  auto recs = collect(*e, [&] {
+  auto recs = collect([&] {
     for (int i = 0; i < forwards; ++i) e->run_eager_hooked(batch, hook);
   }, &external);
   summarize(p, recs, forwards);

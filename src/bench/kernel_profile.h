@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -53,6 +54,11 @@ KernelProfile cuda_profile_forward(Engine& engine, int batch, int forwards = 10)
 // external correlation ids: the kernel time of each op. Kernel durations match the graph's;
 // what the graph adds (overlap across streams, no launch gaps) shows in cuda_profile_forward.
 KernelProfile cuda_profile_ops(Engine& engine, int batch, int forwards = 10);
+// Runs `body` `calls` times under CUPTI: every kernel, copy and memset the device runs for it
+// (any engine, e.g. a Detector's detect_batch: uploads, preprocessing kernels, the graph, the
+// downloads), the last call's as the timeline. The call's wall time beyond the timeline's span is
+// host work the device did not overlap.
+KernelProfile cuda_profile_calls(const std::function<void()>& body, int calls = 10);
 nlohmann::json to_json(const KernelProfile& p);
 
 }  // namespace detforge::bench

@@ -18,6 +18,8 @@ TEST(BenchKernelGroup, GroupsTheKernelsOfAnH200Profile) {
             "normalization");
   EXPECT_EQ(bench::kernel_group("ms_deform_attn_k<float>"), "deformable_sampling");
   EXPECT_EQ(bench::kernel_group("[memcpy]"), "copies");
+  EXPECT_EQ(bench::kernel_group("[memcpy HtoD]"), "copies");
+  EXPECT_EQ(bench::kernel_group("[memcpy DtoH]"), "copies");
   // The 16-byte pooling kernels were counted as "other" in the first v4 profile.
   EXPECT_EQ(bench::kernel_group("_ZN8detforge4cuda39_GLOBAL__N__0ff1b8d5_7_pool_cu_9414d75c10pool_vec_kI6__halfLb1EiEEvPKNS0_"
                                 "4PackIT_EEPS6_iiiiiiiii"),

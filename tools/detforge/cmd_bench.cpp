@@ -1,5 +1,5 @@
 // detforge bench model.bundle [--backend cpu|cuda] [--batch N] [--precision P] [--warmup W]
-//                [--iters N] [--profile] [--json FILE]
+//                [--iters N] [--profile] [--profile-e2e] [--json FILE]
 // Engine time: on CUDA, CUDA events around the captured graph launch alone; on the CPU, the host
 // clock around Engine::run (src/bench/engine_bench). End-to-end: Detector::detect_batch from
 // decoded 640x480 images to detections (preprocess + upload + run + download + post-process).
@@ -26,7 +26,7 @@ namespace {
 struct BenchArgs {
   std::string bundle, backend = "cpu", json_out, precision;
   int batch = 1, warmup = 5, iters = 30, threads = 0;
-  bool profile = false, profile_ops = false, skip_e2e = false;
+  bool profile = false, profile_ops = false, profile_e2e = false, skip_e2e = false;
 };
 
 // A deterministic textured image (content does not change the cost).
@@ -64,6 +64,8 @@ void register_bench_command(CLI::App& app) {
   cmd->add_flag("--profile-ops", a->profile_ops,
                 "CUDA: kernel time per op from eager forwards (CUPTI external correlation); the 25 largest are printed");
   cmd->add_flag("--skip-e2e", a->skip_e2e, "time the engine only (no end-to-end detect() runs)");
+  cmd->add_flag("--profile-e2e", a->profile_e2e,
+                "CUDA: the device's timeline of one detect() call (uploads, preprocessing, graph, downloads; CUPTI)");
   cmd->add_option("--json", a->json_out, "write the result as JSON");
   cmd->callback([a]() {
     if (!a->json_out.empty()) check_output_path(a->json_out);
@@ -148,6 +150,18 @@ void register_bench_command(CLI::App& app) {
     out["e2e_ms"] = bench::to_json(e2e);
     out["e2e_ms_p50"] = e2e.p50;
     print_stats("e2e", e2e);
+    if (a->profile_e2e && a->backend == "cuda") {
+      auto prof = bench::cuda_profile_calls([&] { det->detect_batch(images, 0.5f); });
+      out["e2e_profile"] = bench::to_json(prof);
+      if (prof.available)
+        std::printf("e2e profile: the device busy %.3f ms over a %.3f ms span of the call's %.3f ms (p50); copies "
+                    "%.3f ms, %.0f kernels\n",
+                    prof.busy_us * 1e-3, prof.span_us * 1e-3, e2e.p50, prof.group_ms["copies"], prof.kernels_per_forward);
+      else
+        std::printf("e2e profile: unavailable (%s)\n", prof.why.c_str());
+    } else if (a->profile_e2e) {
+      std::printf("e2e profile: unavailable (the %s backend has no device timeline)\n", a->backend.c_str());
+    }
     if (a->batch == 1) {
       // The same image through run_raw(): upload, device preprocessing, engine and download, but no
       // post-processing. e2e minus this is what detect() spends on the host after the forward.
