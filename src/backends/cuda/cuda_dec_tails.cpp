@@ -7,7 +7,8 @@
 // the tail's last op, which is charged with reading every input of the tail (extra_reads_, so the
 // arena keeps each intermediate until the launch and no two share bytes) and with writing every
 // output (extra_writes_, so every reader outside waits for the launch). fp16 only.
-// DETFORGE_CUDA_DEC_TAIL=1 turns it on (off by default until measured on a GPU) for batches of at
+// DETFORGE_CUDA_DEC_TAIL=1 turns it on (off by default: measured slower, batch 1 0.685 against
+// 0.669 ms on an H100; NOTES.md v23) for batches of at
 // most DETFORGE_CUDA_DEC_TAIL_MAX_ROWS query rows (default 300, batch 1): each cluster re-reads
 // every weight of the tail, and past 33 clusters (528 rows) they no longer fit on an H100 at once
 // (34 us per tail at 300 rows, 68 us at 600; H100, session 20 call 4). Above it, and for the

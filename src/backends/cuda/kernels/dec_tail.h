@@ -16,7 +16,9 @@
 // for the separate kernels (H100, bench/results/h100/ab-2026-12-06-session20/call3): ~2 us per
 // tile round, ~1.3 us per grid barrier, and 1-8 us of waiting for the slowest CTA (fc1 needed
 // 2-3 tile rounds). Every stage is row-local, so a block of rows needs only its own CTAs:
-// clusters remove the grid-wide wait, and the barrier is the cluster's.
+// clusters remove the grid-wide wait, and the barrier is the cluster's. v2 (this): 33-34 us per
+// layer, still no faster than the separate kernels (engine b1 0.685 against 0.669 ms), so the
+// engine leaves it off; dec_tail.cu's header says where its time goes.
 #pragma once
 #include <cuda_runtime.h>
 
