@@ -1,6 +1,7 @@
 // Detector: bundle → graph → engine, with the family's pre- and post-processing around it.
 #include "detforge/detector.h"
 
+#include <algorithm>
 #include <mutex>
 #include <thread>
 
@@ -69,7 +70,17 @@ class RtDetrDetector : public Detector {
         ptrs_[i] = &images[start + i];
       }
       // A backend that preprocesses on its own device (CUDA) takes the decoded bytes, which are
-      // 5x smaller than fp32 pixels; the result is bit-identical to preprocessing here.
+      // 5x smaller than fp32 pixels; the result is bit-identical to preprocessing here. Where it
+      // can also select (top-k, box decode), only the kept detections come back.
+      DetectionSelect sel;
+      sel.top_k = top_k_ < 0 || top_k_ > nq_ * nc_ ? std::min(nq_, nq_ * nc_) : top_k_;
+      sel.logit_floor = rt_detr_v2::logit_floor(threshold);
+      if (engine_->run_images_selected(ptrs_.data(), n, spec_, sel, selected_)) {
+        for (int i = 0; i < n; ++i)
+          out.push_back(rt_detr_v2::finalize_selected(selected_[i], nc_, images[start + i].width,
+                                                      images[start + i].height, threshold, labels_));
+        continue;
+      }
       std::vector<HostTensor> res;
       if (!engine_->run_images(ptrs_.data(), n, spec_, res)) {
         for (int i = 0; i < n; ++i) rt_detr_v2::preprocess_image(images[start + i], pre_, pixels_.data() + i * per);
@@ -118,6 +129,7 @@ class RtDetrDetector : public Detector {
   std::unique_ptr<Engine> engine_;
   std::vector<float> pixels_;
   std::vector<const ImageU8*> ptrs_;
+  std::vector<SelectedDetections> selected_;
   ImageInputSpec spec_;
   std::mutex mu_;
 };

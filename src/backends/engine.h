@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/detection_select.h"
 #include "backends/image_input_spec.h"
 #include "detforge/types.h"
 #include "graph/ir.h"
@@ -40,6 +41,14 @@ class Engine {
   virtual bool run_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec,
                           std::vector<HostTensor>& out) {
     (void)images, (void)batch, (void)spec, (void)out;
+    return false;
+  }
+  // Optional: as run_images(), then the selection of `sel` on the device (detection_select.h),
+  // out[b] for image b. Returns false, leaving `out` alone, when the backend has no such path or
+  // cannot take these outputs (the caller runs run_images() and selects on the host).
+  virtual bool run_images_selected(const ImageU8* const* images, int batch, const ImageInputSpec& spec,
+                                   const DetectionSelect& sel, std::vector<SelectedDetections>& out) {
+    (void)images, (void)batch, (void)spec, (void)sel, (void)out;
     return false;
   }
   // With EngineOptions::check_finite: the name of the first op (checkpoint module name and op

@@ -166,6 +166,8 @@ CudaEngine::~CudaEngine() {
   for (auto* w : side_ws_) cudaFree(w);
   for (auto st : side_) cudaStreamDestroy(st);
   image_input_.reset();
+  cudaFree(d_select_);
+  cudaFreeHost(h_select_);
   for (auto* p : d_out32_) cudaFree(p);
   for (auto* p : h_out_) cudaFreeHost(p);
   cudaFree(d_in32_);
@@ -483,6 +485,12 @@ std::vector<HostTensor> CudaEngine::run(const float* pixels, int batch) {
 // --- GPU preprocessing (gpu-preprocess) ---
 std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec) {
   if (pending_batch_) throw Error("cuda backend: run_images() while a forward is in flight; call wait() first");
+  queue_images(images, batch, spec);
+  queue_download(batch);
+  return wait();
+}
+
+void CudaEngine::queue_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec) {
   const auto& in = g_.tensor(g_.inputs[0]).shape;
   if (in.size() != 3 || in[0] != spec.height || in[1] != spec.width || in[2] != 3) {
     std::string s;
@@ -499,8 +507,6 @@ std::vector<HostTensor> CudaEngine::run_images(const ImageU8* const* images, int
   } else {
     launch(batch);
   }
-  queue_download(batch);
-  return wait();
 }
 // --- end GPU preprocessing ---
 

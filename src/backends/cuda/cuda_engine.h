@@ -89,6 +89,12 @@ class CudaEngine : public Engine {
     return true;
   }
   // --- end GPU preprocessing ---
+  // As run_images(), then the top-k over queries x classes and the box decode on the device
+  // (cuda_detect_select.cpp, kernels/detect_select.cu); only the selection is downloaded.
+  // Returns false (nothing run) with DETFORGE_CUDA_GPU_SELECT=0 or when the outputs named in
+  // `sel` are not [Q, C] and [Q, 4] or top_k is over kDetectSelectMaxK. Synchronous.
+  bool run_images_selected(const ImageU8* const* images, int batch, const ImageInputSpec& spec,
+                           const DetectionSelect& sel, std::vector<SelectedDetections>& out) override;
 
   // Bench hooks. prepare() builds the plan for `batch` and captures its graph (run() does this
   // on first use). launch() queues the forward alone (graph launch, no copies).
@@ -381,6 +387,8 @@ class CudaEngine : public Engine {
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);
   std::vector<HostTensor> collect(int batch) const;
+  // Upload, device preprocessing and the forward of run_images(), queued on stream_.
+  void queue_images(const ImageU8* const* images, int batch, const ImageInputSpec& spec);
 
   graph::Graph g_;  // structure only: constant data is dropped after upload
   int max_batch_ = 1;
@@ -591,6 +599,13 @@ class CudaEngine : public Engine {
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   int pending_batch_ = 0;
   std::unique_ptr<ImageInput> image_input_;  // gpu-preprocess: created by the first run_images()
+  // run_images_selected(): DETFORGE_CUDA_GPU_SELECT (default 1), and its result words for
+  // max_batch images of select_k_ (device and pinned), allocated by the first call.
+  bool gpu_select_ = true;
+  int select_k_ = 0;
+  uint32_t* d_select_ = nullptr;
+  uint32_t* h_select_ = nullptr;
+  std::vector<int> select_w_, select_h_;
 };
 
 }  // namespace detforge::cuda

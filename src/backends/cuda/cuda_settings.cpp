@@ -35,6 +35,7 @@ void CudaEngine::read_settings() {
   // within noise; both on by default (=0 turns each off).
   memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 1, 0, 1) != 0;
   early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 1, 0, 1) != 0;
+  gpu_select_ = env_int("DETFORGE_CUDA_GPU_SELECT", 1, 0, 1) != 0;  // run_images_selected()
   own_conv_ = own_conv_mode_from_env();
   own_conv_margin_ = own_conv_margin_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7

@@ -97,6 +97,17 @@ int topk_rows_max_len();
 void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s,
                uint32_t* key_ws = nullptr);
 
+// detect_select.cu (Engine::run_images_selected): per image, the top_k of logits[B, nq * nc] at
+// or above logit_floor (NaN never), ranked by logit descending and equal logits by the lower
+// flat index, with the boxes[B, nq, 4] (cx, cy, w, h) of their queries as x0, y0, x1, y1 in
+// pixels of widths[b] x heights[b] (host pointers). out holds detect_select_words(top_k) 32-bit
+// words per image: the count, then top_k flat indices, top_k logits (fp32 bits) and 4 * top_k
+// box values, the first `count` of each in rank order. top_k <= kDetectSelectMaxK.
+constexpr int kDetectSelectMaxK = 2048;
+constexpr int detect_select_words(int top_k) { return 1 + 6 * top_k; }
+void detect_select(const float* logits, const float* boxes, int nq, int nc, int top_k, float logit_floor,
+                   const int* widths, const int* heights, int batch, uint32_t* out, cudaStream_t s);
+
 // gather_rows.cu: x[B,L,C], idx[B,K] -> y[B,K,C]. Indices out of range give zeros. With
 // x_broadcast, x is one [L,C] table read by every image (a graph constant).
 void gather_rows(const void* x, const int32_t* idx, void* y, int B, int L, int K, int C, bool half, cudaStream_t s,
