@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/image_input_spec.h"
+#include "core/parallel_copy.h"
 #include "detforge/types.h"
 
 namespace detforge::cuda {
@@ -23,14 +24,18 @@ class ImageInput {
   static constexpr int64_t kMaxDevicePixels = int64_t{4096} * 4096;
   static constexpr int kCacheEntries = 8;  // coefficient tables kept, by (in size, out size)
 
-  ImageInput() = default;
+  // stage_threads: threads that copy the images into pinned memory (core/parallel_copy.h).
+  explicit ImageInput(int stage_threads = 1) : copier_(stage_threads) {}
   ~ImageInput();
   ImageInput(const ImageInput&) = delete;
   ImageInput& operator=(const ImageInput&) = delete;
 
   // Queues on `s`: upload of the `batch` images, resize to spec.width x spec.height and the
   // rescale/normalize into out[batch, spec.height, spec.width, 3] (device fp32). Returns once
-  // queued; the images may be freed then (they are copied to pinned memory first). A later call
+  // queued; the images may be freed then (they are copied to pinned memory first). The uploads
+  // run on a stream of their own, piece by piece as the copy threads finish each piece, and each
+  // image's resize waits on `s` for its last piece: uploads overlap the copies and the resizes
+  // of the images before (batch 32 of 640x480: ~45 us of upload an image on an H100). A later call
   // waits for this call's uploads before reusing the staging memory. Steady state (sizes seen
   // before, same spec) allocates nothing. Throws detforge::Error for an empty image, a pixel
   // buffer of the wrong size, or (do_resize false) an image of another size.
@@ -68,6 +73,14 @@ class ImageInput {
   float table_[3][256] = {};
   bool have_table_ = false;
   ImageInputSpec table_spec_;
+  static constexpr size_t kPiece = size_t{256} << 10;  // upload unit (bytes)
+  ParallelCopy copier_;
+  std::vector<ParallelCopy::Part> pieces_;
+  std::vector<int> piece_image_;      // the image each piece belongs to
+  std::vector<size_t> image_off_;     // each image's offset in the staging memory
+  cudaStream_t up_ = nullptr;         // uploads
+  cudaEvent_t stage_free_ = nullptr;  // on s: the previous call's resizes have read d_stage_
+  std::vector<cudaEvent_t> image_up_;  // per image: its last piece is on the device
   cudaEvent_t uploaded_ = nullptr;  // after the last call's uploads (staging reuse)
   bool upload_pending_ = false;
   std::vector<ImageU8> host_resized_;  // images over kMaxDevicePixels, resized on the host
