@@ -104,7 +104,7 @@ TEST_F(CudaResizeTest, EqualsCpuPreprocessBitExactly) {
                                                    {1280, 720}, {640, 640}, {100, 50}, {700, 2000}, {4000, 3000},
                                                    {1280, 640}, {7, 3},     {640, 1281}};
   const std::vector<std::pair<int, int>> models = {{640, 640}, {320, 192}, {1000, 50}};
-  cuda::ImageInput in;
+  cuda::ImageInput in(4);  // four copy threads, as the engine's default
   uint32_t seed = 1;
   for (auto [mw, mh] : models)
     for (auto [w, h] : inputs)
@@ -137,14 +137,17 @@ TEST_F(CudaResizeTest, MixedSizeBatchWithMoreSizesThanTheCacheHolds) {
   std::vector<const ImageU8*> ptrs;
   for (auto& im : ims) ptrs.push_back(&im);
   const ImageInputSpec spec = spec_of(320, 320, 2);
-  cuda::ImageInput in;
-  for (int round = 0; round < 2; ++round) {  // the second round reuses staging and tables
-    const auto got = gpu_preprocess(in, ptrs, spec);
-    const size_t per = size_t(320) * 320 * 3;
-    for (size_t b = 0; b < ims.size(); ++b)
-      EXPECT_TRUE(same_bits(got.data() + b * per, cpu_preprocess(ims[b], spec), 320))
-          << "round " << round << " image " << b << " (" << ims[b].width << "x" << ims[b].height << ")";
-    EXPECT_LE(in.cached_tables(), cuda::ImageInput::kCacheEntries);
+  for (int threads : {1, 4}) {  // the copy threads: the caller alone, or three workers beside it
+    cuda::ImageInput in(threads);
+    for (int round = 0; round < 2; ++round) {  // the second round reuses staging and tables
+      const auto got = gpu_preprocess(in, ptrs, spec);
+      const size_t per = size_t(320) * 320 * 3;
+      for (size_t b = 0; b < ims.size(); ++b)
+        EXPECT_TRUE(same_bits(got.data() + b * per, cpu_preprocess(ims[b], spec), 320))
+            << threads << " threads, round " << round << " image " << b << " (" << ims[b].width << "x"
+            << ims[b].height << ")";
+      EXPECT_LE(in.cached_tables(), cuda::ImageInput::kCacheEntries);
+    }
   }
 }
 
@@ -152,7 +155,7 @@ TEST_F(CudaResizeTest, ImagesOverTheDeviceLimitAreResizedOnTheHostWithTheSameRes
   const ImageU8 big = random_image(4100, 4097, 7);  // > 4096 * 4096 pixels
   const ImageU8 small = random_image(640, 480, 8);
   const ImageInputSpec spec = spec_of(640, 640, 1);
-  cuda::ImageInput in;
+  cuda::ImageInput in(4);
   const auto got = gpu_preprocess(in, {&small, &big}, spec);
   const size_t per = size_t(640) * 640 * 3;
   EXPECT_TRUE(same_bits(got.data(), cpu_preprocess(small, spec), 640));
