@@ -137,7 +137,7 @@ TEST_F(CudaResizeTest, MixedSizeBatchWithMoreSizesThanTheCacheHolds) {
   std::vector<const ImageU8*> ptrs;
   for (auto& im : ims) ptrs.push_back(&im);
   const ImageInputSpec spec = spec_of(320, 320, 2);
-  for (int threads : {1, 4}) {  // the copy threads: the caller alone, or three workers beside it
+  for (int threads : {0, 1, 4}) {  // 0: serial on the caller's stream; 1: the caller alone; 4: three workers too
     cuda::ImageInput in(threads);
     for (int round = 0; round < 2; ++round) {  // the second round reuses staging and tables
       const auto got = gpu_preprocess(in, ptrs, spec);

@@ -233,6 +233,22 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
     image_off_[b] = off;
     off += align256(n);
   }
+  if (serial_) {
+    for (int b = 0; b < batch; ++b) {
+      const ImageU8* im = images[b];
+      if (int64_t(im->width) * im->height > kMaxDevicePixels) im = &host_resized_[b];
+      std::memcpy(h_stage_ + image_off_[b], im->rgb.data(), im->rgb.size());
+      DF_CUDA(cudaMemcpyAsync(d_stage_ + image_off_[b], h_stage_ + image_off_[b], im->rgb.size(),
+                              cudaMemcpyHostToDevice, s));
+      queue_resize(entry(im->width, im->height, spec.width, spec.height, s), d_stage_ + image_off_[b],
+                   out + b * per_image, s);
+    }
+    DF_CUDA(cudaEventRecord(uploaded_, s));
+    upload_pending_ = true;
+    for (int b = 0; b < batch; ++b)
+      if (!host_resized_[b].rgb.empty()) host_resized_[b] = ImageU8{};
+    return;
+  }
   DF_CUDA(cudaEventRecord(stage_free_, s));  // the last call's resizes read d_stage_
   DF_CUDA(cudaStreamWaitEvent(up_, stage_free_, 0));
   const int np = static_cast<int>(pieces_.size());

@@ -8,6 +8,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -24,8 +25,9 @@ class ImageInput {
   static constexpr int64_t kMaxDevicePixels = int64_t{4096} * 4096;
   static constexpr int kCacheEntries = 8;  // coefficient tables kept, by (in size, out size)
 
-  // stage_threads: threads that copy the images into pinned memory (core/parallel_copy.h).
-  explicit ImageInput(int stage_threads = 1) : copier_(stage_threads) {}
+  // stage_threads: threads that copy the images into pinned memory (core/parallel_copy.h); 0: the
+  // earlier path, one thread copying and uploading image after image on the caller's stream.
+  explicit ImageInput(int stage_threads = 1) : serial_(stage_threads == 0), copier_(std::max(stage_threads, 1)) {}
   ~ImageInput();
   ImageInput(const ImageInput&) = delete;
   ImageInput& operator=(const ImageInput&) = delete;
@@ -74,6 +76,7 @@ class ImageInput {
   bool have_table_ = false;
   ImageInputSpec table_spec_;
   static constexpr size_t kPiece = size_t{256} << 10;  // upload unit (bytes)
+  bool serial_;
   ParallelCopy copier_;
   std::vector<ParallelCopy::Part> pieces_;
   std::vector<int> piece_image_;      // the image each piece belongs to
