@@ -15,7 +15,8 @@
 #   launches, 1 = PDL, 2 = PDL on same-stream edges only), DETFORGE_CUDA_ASAP,
 #   DETFORGE_CUDA_CONV_WS0, DETFORGE_CUDA_SMALL_LINEAR, DETFORGE_CUDA_CONV_HANDLES,
 #   DETFORGE_CUDA_LN_ADD, DETFORGE_CUDA_UPSAMPLE_CONCAT, DETFORGE_CUDA_LATE_VALUE,
-#   DETFORGE_CUDA_TOPK_SPLIT, DETFORGE_CUDA_GPU_SELECT, DETFORGE_CUDA_POOL_QUAD, DETFORGE_CUDA_CONV_KNOBS, and the rest of
+#   DETFORGE_CUDA_TOPK_SPLIT, DETFORGE_CUDA_GPU_SELECT, DETFORGE_CUDA_STAGE_THREADS,
+#   DETFORGE_CUDA_POOL_QUAD, DETFORGE_CUDA_CONV_KNOBS, and the rest of
 #   the README's settings paragraph, DETFORGE_SKIP_PASSES (graph passes left out when building
 #   that variant's bundle) and DETFORGE_EXTRA_PASSES (off-by-default passes run for it:
 #   distribute_adds, gather_early, merge_values).

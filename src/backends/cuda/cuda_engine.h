@@ -599,9 +599,13 @@ class CudaEngine : public Engine {
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   int pending_batch_ = 0;
   std::unique_ptr<ImageInput> image_input_;  // gpu-preprocess: created by the first run_images()
-  // Threads that copy images into pinned memory (DETFORGE_CUDA_STAGE_THREADS, default 4, capped
-  // by the machine's): one thread staged a 640x480 image in ~80 us against its ~45 us upload.
-  int stage_threads_ = 4;
+  // Threads that copy images into pinned memory and upload them piece by piece on a stream of
+  // their own (DETFORGE_CUDA_STAGE_THREADS, capped by the machine's; image_input.h). Default 0:
+  // the serial staging on stream_. Measured on one H100 machine (session 21, call 2; the serial
+  // path ran on another machine in call 1): e2e batch 32 8.22 ms with 8 threads, 9.12-9.38 with 4,
+  // 14.67 with 1 (serial, call 1: 9.44-10.03); batch 1 0.821-0.823 with 4, 0.935 with 8, 0.968
+  // with 1 (serial: 0.810-0.811). Not yet compared in one command: NOTES.md v24.
+  int stage_threads_ = 0;
   // run_images_selected(): DETFORGE_CUDA_GPU_SELECT (default 1), and its result words for
   // max_batch images of select_k_ (device and pinned), allocated by the first call.
   bool gpu_select_ = true;

@@ -34,10 +34,11 @@ class ImageInput {
 
   // Queues on `s`: upload of the `batch` images, resize to spec.width x spec.height and the
   // rescale/normalize into out[batch, spec.height, spec.width, 3] (device fp32). Returns once
-  // queued; the images may be freed then (they are copied to pinned memory first). The uploads
-  // run on a stream of their own, piece by piece as the copy threads finish each piece, and each
-  // image's resize waits on `s` for its last piece: uploads overlap the copies and the resizes
-  // of the images before (batch 32 of 640x480: ~45 us of upload an image on an H100). A later call
+  // queued; the images may be freed then (they are copied to pinned memory first). With copy
+  // threads (stage_threads >= 1) the uploads run on a stream of their own, piece by piece as the
+  // threads finish each piece, and each image's resize waits on `s` for its last piece, so uploads
+  // overlap the copies and the resizes of the images before (a 640x480 image: ~45 us of upload on
+  // an H100); with 0, image after image is copied, uploaded and resized on `s`. A later call
   // waits for this call's uploads before reusing the staging memory. Steady state (sizes seen
   // before, same spec) allocates nothing. Throws detforge::Error for an empty image, a pixel
   // buffer of the wrong size, or (do_resize false) an image of another size.

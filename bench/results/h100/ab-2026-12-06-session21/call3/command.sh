@@ -1,0 +1,2 @@
+# Session 21, call 3 (same warm machine): GPU suite shards 1 and 2.
+export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu; mkdir -p $OUT/r; T=build-device/tests/detforge_gpu_tests; ls $T >/dev/null || exit 3; for i in 1 2; do GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout 270 $T --gtest_filter='-CudaBench.R18vdSmoke' > $OUT/r/shard$i.log 2>&1; echo "shard $i rc $?"; grep -cE "^\[       OK" $OUT/r/shard$i.log; grep -E "^\[  FAILED|FAILED  \]|PASSED" $OUT/r/shard$i.log | head -20; done
