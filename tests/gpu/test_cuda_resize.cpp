@@ -137,14 +137,16 @@ TEST_F(CudaResizeTest, MixedSizeBatchWithMoreSizesThanTheCacheHolds) {
   std::vector<const ImageU8*> ptrs;
   for (auto& im : ims) ptrs.push_back(&im);
   const ImageInputSpec spec = spec_of(320, 320, 2);
-  for (int threads : {0, 1, 4}) {  // 0: serial on the caller's stream; 1: the caller alone; 4: three workers too
-    cuda::ImageInput in(threads);
+  // Copy threads 0 (serial on the caller's stream), 1 (the caller alone) and 4 (three workers
+  // too), pieces uploaded on the input's own stream or the caller's.
+  for (auto [threads, side] : {std::pair{0, false}, {1, true}, {4, true}, {4, false}}) {
+    cuda::ImageInput in(threads, side);
     for (int round = 0; round < 2; ++round) {  // the second round reuses staging and tables
       const auto got = gpu_preprocess(in, ptrs, spec);
       const size_t per = size_t(320) * 320 * 3;
       for (size_t b = 0; b < ims.size(); ++b)
         EXPECT_TRUE(same_bits(got.data() + b * per, cpu_preprocess(ims[b], spec), 320))
-            << threads << " threads, round " << round << " image " << b << " (" << ims[b].width << "x"
+            << threads << " threads" << (side ? " (side stream)" : "") << ", round " << round << " image " << b << " (" << ims[b].width << "x"
             << ims[b].height << ")";
       EXPECT_LE(in.cached_tables(), cuda::ImageInput::kCacheEntries);
     }

@@ -499,7 +499,7 @@ void CudaEngine::queue_images(const ImageU8* const* images, int batch, const Ima
                 std::to_string(spec.height) + " does not match the graph input [" + s + "]");
   }
   prepare(batch);  // checks batch against max_batch
-  if (!image_input_) image_input_ = std::make_unique<ImageInput>(stage_threads_);
+  if (!image_input_) image_input_ = std::make_unique<ImageInput>(stage_threads_, stage_side_);
   image_input_->enqueue(images, batch, spec, d_in32_, stream_);
   if (check_finite_) {  // as enqueue()
     first_nonfinite_.clear();

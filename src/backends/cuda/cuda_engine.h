@@ -606,6 +606,7 @@ class CudaEngine : public Engine {
   // 14.67 with 1 (serial, call 1: 9.44-10.03); batch 1 0.821-0.823 with 4, 0.935 with 8, 0.968
   // with 1 (serial: 0.810-0.811). Not yet compared in one command: NOTES.md v24.
   int stage_threads_ = 0;
+  bool stage_side_ = true;  // DETFORGE_CUDA_STAGE_SIDE=0: the pieces uploaded on stream_ itself
   // run_images_selected(): DETFORGE_CUDA_GPU_SELECT (default 1), and its result words for
   // max_batch images of select_k_ (device and pinned), allocated by the first call.
   bool gpu_select_ = true;

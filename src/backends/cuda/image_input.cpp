@@ -185,12 +185,12 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
       throw Error("image input: image " + std::to_string(b) + " is " + size_str(im->width, im->height) +
                   " but the model takes " + size_str(spec.width, spec.height) + " and its preprocessor does not resize");
   }
-  if (!uploaded_) {
-    DF_CUDA(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+  if (!uploaded_) DF_CUDA(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+  if (side_ && !up_) {
     DF_CUDA(cudaEventCreateWithFlags(&stage_free_, cudaEventDisableTiming));
     DF_CUDA(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking));
   }
-  while (image_up_.size() < size_t(batch)) {
+  while (side_ && image_up_.size() < size_t(batch)) {
     cudaEvent_t e;
     DF_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     image_up_.push_back(e);
@@ -215,8 +215,9 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
   }
   reserve(staged, tmp, s);
 
-  // Pieces of each image: copied into pinned memory by the copy threads, each uploaded as soon as
-  // it is complete; an image's resize is queued after its last piece.
+  // Pieces of each image (whole images on the serial path): copied into pinned memory by the copy
+  // threads, each uploaded as soon as it is complete; an image's resize is queued after its last
+  // piece.
   const int64_t per_image = int64_t(spec.width) * spec.height * 3;
   pieces_.clear();
   piece_image_.clear();
@@ -226,46 +227,35 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
     const ImageU8* im = images[b];
     if (int64_t(im->width) * im->height > kMaxDevicePixels) im = &host_resized_[b];
     const size_t n = im->rgb.size();
-    for (size_t o = 0; o < n; o += kPiece) {
-      pieces_.push_back({h_stage_ + off + o, im->rgb.data() + o, std::min(kPiece, n - o)});
+    for (size_t o = 0; o < n; o += piece_bytes_) {
+      pieces_.push_back({h_stage_ + off + o, im->rgb.data() + o, std::min(piece_bytes_, n - o)});
       piece_image_.push_back(b);
     }
     image_off_[b] = off;
     off += align256(n);
   }
-  if (serial_) {
-    for (int b = 0; b < batch; ++b) {
-      const ImageU8* im = images[b];
-      if (int64_t(im->width) * im->height > kMaxDevicePixels) im = &host_resized_[b];
-      std::memcpy(h_stage_ + image_off_[b], im->rgb.data(), im->rgb.size());
-      DF_CUDA(cudaMemcpyAsync(d_stage_ + image_off_[b], h_stage_ + image_off_[b], im->rgb.size(),
-                              cudaMemcpyHostToDevice, s));
-      queue_resize(entry(im->width, im->height, spec.width, spec.height, s), d_stage_ + image_off_[b],
-                   out + b * per_image, s);
-    }
-    DF_CUDA(cudaEventRecord(uploaded_, s));
-    upload_pending_ = true;
-    for (int b = 0; b < batch; ++b)
-      if (!host_resized_[b].rgb.empty()) host_resized_[b] = ImageU8{};
-    return;
+  const cudaStream_t us = side_ ? up_ : s;
+  if (side_) {
+    DF_CUDA(cudaEventRecord(stage_free_, s));  // the last call's resizes read d_stage_
+    DF_CUDA(cudaStreamWaitEvent(up_, stage_free_, 0));
   }
-  DF_CUDA(cudaEventRecord(stage_free_, s));  // the last call's resizes read d_stage_
-  DF_CUDA(cudaStreamWaitEvent(up_, stage_free_, 0));
   const int np = static_cast<int>(pieces_.size());
   copier_.run(pieces_, [&](int i) {
     const auto& p = pieces_[i];
     uint8_t* h = static_cast<uint8_t*>(p.dst);
-    DF_CUDA(cudaMemcpyAsync(d_stage_ + (h - h_stage_), h, p.bytes, cudaMemcpyHostToDevice, up_));
+    DF_CUDA(cudaMemcpyAsync(d_stage_ + (h - h_stage_), h, p.bytes, cudaMemcpyHostToDevice, us));
     const int b = piece_image_[i];
     if (i + 1 < np && piece_image_[i + 1] == b) return;
-    DF_CUDA(cudaEventRecord(image_up_[b], up_));
-    DF_CUDA(cudaStreamWaitEvent(s, image_up_[b], 0));
+    if (side_) {
+      DF_CUDA(cudaEventRecord(image_up_[b], up_));
+      DF_CUDA(cudaStreamWaitEvent(s, image_up_[b], 0));
+    }
     const ImageU8* im = images[b];
     if (int64_t(im->width) * im->height > kMaxDevicePixels) im = &host_resized_[b];
     queue_resize(entry(im->width, im->height, spec.width, spec.height, s), d_stage_ + image_off_[b],
                  out + b * per_image, s);
   });
-  DF_CUDA(cudaEventRecord(uploaded_, up_));
+  DF_CUDA(cudaEventRecord(uploaded_, us));
   upload_pending_ = true;
   for (int b = 0; b < batch; ++b)
     if (!host_resized_[b].rgb.empty()) host_resized_[b] = ImageU8{};  // keep no large buffers

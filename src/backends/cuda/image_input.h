@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstddef>
 #include <vector>
 
 #include "backends/image_input_spec.h"
@@ -25,9 +26,14 @@ class ImageInput {
   static constexpr int64_t kMaxDevicePixels = int64_t{4096} * 4096;
   static constexpr int kCacheEntries = 8;  // coefficient tables kept, by (in size, out size)
 
-  // stage_threads: threads that copy the images into pinned memory (core/parallel_copy.h); 0: the
-  // earlier path, one thread copying and uploading image after image on the caller's stream.
-  explicit ImageInput(int stage_threads = 1) : serial_(stage_threads == 0), copier_(std::max(stage_threads, 1)) {}
+  // stage_threads: threads that copy the images into pinned memory (core/parallel_copy.h), in
+  // pieces of kPiece bytes, uploaded on a stream of this object's own (side_stream) or on the
+  // caller's. 0: the serial path, whole images copied and uploaded one after another on the
+  // caller's stream.
+  explicit ImageInput(int stage_threads = 1, bool side_stream = true)
+      : piece_bytes_(stage_threads == 0 ? SIZE_MAX : kPiece),
+        side_(stage_threads != 0 && side_stream),
+        copier_(std::max(stage_threads, 1)) {}
   ~ImageInput();
   ImageInput(const ImageInput&) = delete;
   ImageInput& operator=(const ImageInput&) = delete;
@@ -77,12 +83,13 @@ class ImageInput {
   bool have_table_ = false;
   ImageInputSpec table_spec_;
   static constexpr size_t kPiece = size_t{256} << 10;  // upload unit (bytes)
-  bool serial_;
+  size_t piece_bytes_;
+  bool side_;
   ParallelCopy copier_;
   std::vector<ParallelCopy::Part> pieces_;
   std::vector<int> piece_image_;      // the image each piece belongs to
   std::vector<size_t> image_off_;     // each image's offset in the staging memory
-  cudaStream_t up_ = nullptr;         // uploads
+  cudaStream_t up_ = nullptr;         // uploads (side_)
   cudaEvent_t stage_free_ = nullptr;  // on s: the previous call's resizes have read d_stage_
   std::vector<cudaEvent_t> image_up_;  // per image: its last piece is on the device
   cudaEvent_t uploaded_ = nullptr;  // after the last call's uploads (staging reuse)
