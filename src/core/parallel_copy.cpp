@@ -51,13 +51,6 @@ void ParallelCopy::work() {
 void ParallelCopy::run(const std::vector<Part>& parts, const std::function<void(int)>& ready) {
   std::lock_guard<std::mutex> one(run_mu_);
   const int n = static_cast<int>(parts.size());
-  if (workers_.empty()) {
-    for (int i = 0; i < n; ++i) {
-      if (parts[i].bytes) std::memcpy(parts[i].dst, parts[i].src, parts[i].bytes);
-      ready(i);
-    }
-    return;
-  }
   if (left_cap_ < parts.size()) {
     left_ = std::make_unique<std::atomic<int>[]>(parts.size());
     left_cap_ = parts.size();

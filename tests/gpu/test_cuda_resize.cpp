@@ -104,7 +104,7 @@ TEST_F(CudaResizeTest, EqualsCpuPreprocessBitExactly) {
                                                    {1280, 720}, {640, 640}, {100, 50}, {700, 2000}, {4000, 3000},
                                                    {1280, 640}, {7, 3},     {640, 1281}};
   const std::vector<std::pair<int, int>> models = {{640, 640}, {320, 192}, {1000, 50}};
-  cuda::ImageInput in(4);  // four copy threads, as the engine's default
+  cuda::ImageInput in(4);  // four copy threads (DETFORGE_CUDA_STAGE_THREADS=4)
   uint32_t seed = 1;
   for (auto [mw, mh] : models)
     for (auto [w, h] : inputs)
@@ -146,8 +146,8 @@ TEST_F(CudaResizeTest, MixedSizeBatchWithMoreSizesThanTheCacheHolds) {
       const size_t per = size_t(320) * 320 * 3;
       for (size_t b = 0; b < ims.size(); ++b)
         EXPECT_TRUE(same_bits(got.data() + b * per, cpu_preprocess(ims[b], spec), 320))
-            << threads << " threads" << (side ? " (side stream)" : "") << ", round " << round << " image " << b << " (" << ims[b].width << "x"
-            << ims[b].height << ")";
+            << threads << " threads" << (side ? " (side stream)" : "") << ", round " << round << " image " << b
+            << " (" << ims[b].width << "x" << ims[b].height << ")";
       EXPECT_LE(in.cached_tables(), cuda::ImageInput::kCacheEntries);
     }
   }

@@ -52,23 +52,25 @@ TEST(ParallelCopy, CopiesEveryPartAndHandsThemOverInOrderOnceComplete) {
 }
 
 TEST(ParallelCopy, AnExceptionFromReadyIsRethrownAfterEveryCopy) {
-  ParallelCopy pc(4);
-  Job j = make_job(kSizes, 3);
-  std::vector<int> called;
-  EXPECT_THROW(pc.run(j.parts,
-                      [&](int i) {
-                        called.push_back(i);
-                        if (i == 2) throw std::runtime_error("upload failed");
-                      }),
-               std::runtime_error);
-  EXPECT_EQ(called, (std::vector<int>{0, 1, 2}));  // nothing handed over after the failure
-  for (size_t i = 0; i < kSizes.size(); ++i) EXPECT_EQ(j.dst[i], j.src[i]) << "part " << i;
-  // The object stays usable.
-  Job k = make_job({200000, 7}, 4);
-  int n = 0;
-  pc.run(k.parts, [&](int) { ++n; });
-  EXPECT_EQ(n, 2);
-  EXPECT_EQ(k.dst[0], k.src[0]);
+  for (int threads : {1, 4}) {  // the caller alone follows the same rule
+    ParallelCopy pc(threads);
+    Job j = make_job(kSizes, 3);
+    std::vector<int> called;
+    EXPECT_THROW(pc.run(j.parts,
+                        [&](int i) {
+                          called.push_back(i);
+                          if (i == 2) throw std::runtime_error("upload failed");
+                        }),
+                 std::runtime_error);
+    EXPECT_EQ(called, (std::vector<int>{0, 1, 2})) << threads << " threads";  // nothing handed over after it
+    for (size_t i = 0; i < kSizes.size(); ++i) EXPECT_EQ(j.dst[i], j.src[i]) << "part " << i << ", " << threads << " threads";
+    // The object stays usable.
+    Job k = make_job({200000, 7}, 4);
+    int n = 0;
+    pc.run(k.parts, [&](int) { ++n; });
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(k.dst[0], k.src[0]);
+  }
 }
 
 TEST(ParallelCopy, ManySmallJobsAndTwoCallersStayExact) {

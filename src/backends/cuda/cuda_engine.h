@@ -599,12 +599,9 @@ class CudaEngine : public Engine {
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   int pending_batch_ = 0;
   std::unique_ptr<ImageInput> image_input_;  // gpu-preprocess: created by the first run_images()
-  // Threads that copy images into pinned memory and upload them piece by piece on a stream of
-  // their own (DETFORGE_CUDA_STAGE_THREADS, capped by the machine's; image_input.h). Default 0:
-  // the serial staging on stream_. Measured on one H100 machine (session 21, call 2; the serial
-  // path ran on another machine in call 1): e2e batch 32 8.22 ms with 8 threads, 9.12-9.38 with 4,
-  // 14.67 with 1 (serial, call 1: 9.44-10.03); batch 1 0.821-0.823 with 4, 0.935 with 8, 0.968
-  // with 1 (serial: 0.810-0.811). Not yet compared in one command: NOTES.md v24.
+  // Threads that copy images into pinned memory (DETFORGE_CUDA_STAGE_THREADS, capped by the
+  // machine's; image_input.h). Default 0, serial on stream_: 8 threads made batch 32's e2e 8.22 ms
+  // but batch 1 gained nothing, and serial was not in that command (NOTES.md v24).
   int stage_threads_ = 0;
   bool stage_side_ = true;  // DETFORGE_CUDA_STAGE_SIDE=0: the pieces uploaded on stream_ itself
   // run_images_selected(): DETFORGE_CUDA_GPU_SELECT (default 1), and its result words for

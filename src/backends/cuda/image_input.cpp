@@ -203,6 +203,7 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
 
   // Oversized images: resized on the host now (the same bytes), staged at the model size.
   if (host_resized_.size() < size_t(batch)) host_resized_.resize(batch);
+  staged_.resize(batch);
   size_t staged = 0, tmp = 0;
   for (int b = 0; b < batch; ++b) {
     const ImageU8* im = images[b];
@@ -210,6 +211,7 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
       host_resized_[b] = resize_bilinear_pil(*im, spec.width, spec.height);
       im = &host_resized_[b];
     }
+    staged_[b] = im;
     staged += align256(im->rgb.size());
     tmp = std::max(tmp, entry(im->width, im->height, spec.width, spec.height, s).tmp_bytes);
   }
@@ -224,8 +226,7 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
   image_off_.resize(batch);
   size_t off = 0;
   for (int b = 0; b < batch; ++b) {
-    const ImageU8* im = images[b];
-    if (int64_t(im->width) * im->height > kMaxDevicePixels) im = &host_resized_[b];
+    const ImageU8* im = staged_[b];
     const size_t n = im->rgb.size();
     for (size_t o = 0; o < n; o += piece_bytes_) {
       pieces_.push_back({h_stage_ + off + o, im->rgb.data() + o, std::min(piece_bytes_, n - o)});
@@ -250,8 +251,7 @@ void ImageInput::enqueue(const ImageU8* const* images, int batch, const ImageInp
       DF_CUDA(cudaEventRecord(image_up_[b], up_));
       DF_CUDA(cudaStreamWaitEvent(s, image_up_[b], 0));
     }
-    const ImageU8* im = images[b];
-    if (int64_t(im->width) * im->height > kMaxDevicePixels) im = &host_resized_[b];
+    const ImageU8* im = staged_[b];
     queue_resize(entry(im->width, im->height, spec.width, spec.height, s), d_stage_ + image_off_[b],
                  out + b * per_image, s);
   });

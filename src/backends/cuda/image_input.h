@@ -87,6 +87,7 @@ class ImageInput {
   bool side_;
   ParallelCopy copier_;
   std::vector<ParallelCopy::Part> pieces_;
+  std::vector<const ImageU8*> staged_;  // per image: it, or its host-resized copy
   std::vector<int> piece_image_;      // the image each piece belongs to
   std::vector<size_t> image_off_;     // each image's offset in the staging memory
   cudaStream_t up_ = nullptr;         // uploads (side_)
