@@ -107,6 +107,10 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(1));
+  if (setting.find("FULL_EDGES=3") != std::string::npos) {  // the cuBLASLt edges made programmatic
+    std::printf("FULL_EDGES=3: %d edges changed\n", e->graph_edges_hardened(1));
+    EXPECT_GT(e->graph_edges_hardened(1), 0);
+  }
   if (setting.empty())  // the record of which conv runs how (plan names), for the device log
     for (size_t i = 0; i < e->graph().ops.size(); ++i)
       if (e->graph().ops[i].kind == graph::OpKind::conv2d)
@@ -128,7 +132,8 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
 
 INSTANTIATE_TEST_SUITE_P(R18vd, CudaGraphEqualsEager,
                          ::testing::Values("", "DETFORGE_CUDA_GRAPH_CHECK=0", "DETFORGE_CUDA_STREAMS=1",
-                                           "DETFORGE_CUDA_CONV_HANDLES=9 DETFORGE_CUDA_GRAPH_CHECK=0"));
+                                           "DETFORGE_CUDA_CONV_HANDLES=9 DETFORGE_CUDA_GRAPH_CHECK=0",
+                                           "DETFORGE_CUDA_FULL_EDGES=3 DETFORGE_CUDA_GRAPH_CHECK=0"));
 
 // Every byte an op reads was written earlier in the same forward: with the arena filled with NaN
 // bytes right before a forward (CudaEngine::poison_arena), the eager forward and the captured

@@ -77,24 +77,60 @@ CaptureNodes::~CaptureNodes() {
     if (!old.count(node)) out_->push_back(node);
 }
 
-std::unordered_set<cudaGraphNode_t> CudaEngine::library_nodes(const BatchPlan& p) const {
+std::unordered_set<cudaGraphNode_t> CudaEngine::library_nodes(const BatchPlan& p, LibraryKind kind) const {
   std::unordered_set<cudaGraphNode_t> lib;
-  for (size_t e = 1; e < p.node_sets.size(); ++e)
-    if (runs_library_kernel(e - 1, p)) lib.insert(p.node_sets[e].begin(), p.node_sets[e].end());
+  for (size_t e = 1; e < p.node_sets.size(); ++e) {
+    if (!runs_library_kernel(e - 1, p)) continue;
+    const bool gemm = static_cast<bool>(p.lin[e - 1]);
+    if (kind == LibraryKind::any || (kind == LibraryKind::cublaslt) == gemm)
+      lib.insert(p.node_sets[e].begin(), p.node_sets[e].end());
+  }
   return lib;
 }
 
+namespace {
+
+bool is_kernel(cudaGraphNode_t n) {
+  cudaGraphNodeType t{};
+  return cudaGraphNodeGetType(n, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel;
+}
+
+}  // namespace
+
 int CudaEngine::harden_edges(cudaGraph_t graph, const BatchPlan& p, int mode) {
-  const auto lib = library_nodes(p);
+  // Mode 3: the cuBLASLt kernels wait for their programmatic predecessors (griddepcontrol.wait
+  // before their first access, CudaLibraryWaits), so every kernel-to-kernel edge into them becomes
+  // programmatic; edges into cuDNN's kernels are made full as in mode 1.
+  const auto lib = library_nodes(p, mode == 3 ? LibraryKind::cudnn : LibraryKind::any);
+  const auto gemm = mode == 3 ? library_nodes(p, LibraryKind::cublaslt) : std::unordered_set<cudaGraphNode_t>{};
   const Edges edges = edges_of(graph);
+  std::unordered_map<cudaGraphNode_t, size_t> entry;  // the schedule entry whose launches added a node
+  for (size_t e = 0; mode == 3 && e < p.node_sets.size(); ++e)
+    for (auto* node : p.node_sets[e]) entry[node] = e;
+  // Edges inside one op (a split-K GEMM and its reduction) stay as cuBLASLt captured them.
+  auto same_op = [&](size_t k) {
+    const auto a = entry.find(edges.from[k]), b = entry.find(edges.to[k]);
+    return a != entry.end() && b != entry.end() && a->second == b->second;
+  };
   int n = 0;
+  auto replace = [&](size_t k, const cudaGraphEdgeData& d) {
+    DF_CUDA(cudaGraphRemoveDependencies(graph, &edges.from[k], &edges.to[k], &edges.data[k], 1));
+    DF_CUDA(cudaGraphAddDependencies(graph, &edges.from[k], &edges.to[k], &d, 1));
+    ++n;
+  };
   for (size_t k = 0; k < edges.size(); ++k) {
+    if (gemm.count(edges.to[k])) {
+      if (!edges.early(k) && !same_op(k) && is_kernel(edges.from[k]) && is_kernel(edges.to[k])) {
+        cudaGraphEdgeData early{};
+        early.from_port = cudaGraphKernelNodePortProgrammatic;
+        early.type = cudaGraphDependencyTypeProgrammatic;
+        replace(k, early);
+      }
+      continue;
+    }
     if (!edges.early(k)) continue;
     if (mode != 2 && !lib.count(edges.to[k])) continue;
-    DF_CUDA(cudaGraphRemoveDependencies(graph, &edges.from[k], &edges.to[k], &edges.data[k], 1));
-    const cudaGraphEdgeData full{};
-    DF_CUDA(cudaGraphAddDependencies(graph, &edges.from[k], &edges.to[k], &full, 1));
-    ++n;
+    replace(k, cudaGraphEdgeData{});
   }
   return n;
 }
@@ -121,7 +157,7 @@ std::string CudaEngine::capture_misses_hazards(int batch, int* checked, int* pro
   const size_t n = nodes.size(), words = (n + 63) / 64;
   std::vector<std::vector<size_t>> succ(n);
   std::vector<int> indeg(n, 0);
-  const auto lib = library_nodes(p);
+  const auto lib = library_nodes(p, LibraryKind::any);
   int programmatic = 0, into_library = 0;
   for (size_t k = 0; k < ne; ++k) {
     succ[index.at(edges.from[k])].push_back(index.at(edges.to[k]));

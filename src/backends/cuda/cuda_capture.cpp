@@ -53,7 +53,7 @@ void CudaEngine::dump_graph(cudaGraph_t graph, int batch) {
 
 void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
   auto tracked_capture = [&] {  // with each op's nodes recorded when harden_edges or priorities need them
-    p.track_nodes = full_edges_ == 1 || priority_;
+    p.track_nodes = full_edges_ == 1 || full_edges_ == 3 || priority_;
     p.node_sets.assign(g_.ops.size() + 1, {});
     cudaGraph_t g = capture(p, batch);
     p.track_nodes = false;

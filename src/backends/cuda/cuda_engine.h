@@ -282,8 +282,8 @@ class CudaEngine : public Engine {
   void capture_and_instantiate(BatchPlan& p, int batch);
   // Turns programmatic (early-start) edges of a captured graph into full edges, by full_edges_
   // mode: 1 those into the nodes of ops that run a library kernel (p.node_sets from the
-  // capture), 2 all, 3 those of 1 whose upstream node is not on the same stream. Returns how
-  // many. cuda_engine.h at full_edges_ says why.
+  // capture), 2 all; 3 those into cuDNN ops, and every kernel-to-kernel edge into a cuBLASLt op
+  // made programmatic. Returns how many edges it changed. cuda_engine.h at full_edges_ says why.
   int harden_edges(cudaGraph_t graph, const BatchPlan& p, int mode);
   // cuda_priority.cpp (DETFORGE_CUDA_PRIORITY): mode 1 sets stream s's priority attribute for op
   // i's launches during capture (greatest when critical_); prioritize_critical_nodes, after
@@ -293,8 +293,10 @@ class CudaEngine : public Engine {
   };
   void set_capture_priority(size_t i, cudaStream_t s);
   PriorityCount prioritize_critical_nodes(const BatchPlan& p);
-  // The graph nodes (p.node_sets) of ops that run a library kernel (runs_library_kernel).
-  std::unordered_set<cudaGraphNode_t> library_nodes(const BatchPlan& p) const;
+  // The graph nodes (p.node_sets) of ops that run a library kernel (runs_library_kernel): any,
+  // or only cuDNN's (convs) or cuBLASLt's (linears).
+  enum class LibraryKind { any, cudnn, cublaslt };
+  std::unordered_set<cudaGraphNode_t> library_nodes(const BatchPlan& p, LibraryKind kind) const;
   // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
   // and captures it again.
   void recapture(BatchPlan& p, int batch);
@@ -383,6 +385,8 @@ class CudaEngine : public Engine {
   // the eager one was a block's second conv (runtime-compiled cuDNN kernel) whose input came
   // from another stream, with that input itself equal: it read the input before its producer
   // had finished, although the graph holds the edge (capture_misses_hazards).
+  // 3 (opt-in, 22nd session): as 1 for cuDNN, and the edges into cuBLASLt's kernels made
+  // programmatic, on the evidence of CudaLibraryWaits (its kernels wait before their first access).
   int full_edges_ = 1;
   void upload_input(const float* pixels, int batch);
   void queue_download(int batch);

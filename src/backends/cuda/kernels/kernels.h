@@ -49,6 +49,11 @@ void i32_to_f32(const int32_t* x, float* y, int64_t n, cudaStream_t s);
 // Adds the number of non-finite values among n (fp32 or fp16) to *count.
 void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* count, cudaStream_t s);
 
+// late_copy.cu: probes of programmatic launch for tests. late_copy releases its dependents at
+// once, spins spin_cycles, then copies bytes (a multiple of 16); plain_copy copies without waiting.
+void late_copy(const void* src, void* dst, size_t bytes, long long spin_cycles, cudaStream_t s);
+void plain_copy(const void* src, void* dst, size_t bytes, cudaStream_t s);
+
 // layer_norm.cu: y = LN(x (+res)) over the last dim C, rows = batch*L. Statistics in fp32.
 // With add2 and y2 (both or neither): also y2 = y + add2, y as stored (the bytes of add_act).
 // C in {256, 512, 768, 1024} with 16-byte aligned pointers takes a 16-byte vector kernel, other
