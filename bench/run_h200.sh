@@ -86,7 +86,7 @@ for b in batches.split():
                "images_per_s": p50(j, "images_per_s"),
                "kernels_per_forward": p50(j, "profile.kernels_per_forward", "kernels_per_forward"),
                "stable": p50(j, "engine_ms.stable", "engine.stable"),
-               # which schedule the engine's graph check kept (cuda_engine.h, graph_check_)
+               # which schedule the engine's graph check kept (cuda_settings.h, graph_check_)
                "graph_check": p50(j, "engine.graph_check"),
                "peer": {m: dict(v, speedup=(v["engine_ms_p50"] / eng if v.get("engine_ms_p50") and eng else None))
                         for m, v in peer.items()},

@@ -1,4 +1,4 @@
-// 1x1 convs as cuBLASLt linears (DETFORGE_CUDA_CONV_LINEAR; cuda_engine.h at conv_linear_ says
+// 1x1 convs as cuBLASLt linears (DETFORGE_CUDA_CONV_LINEAR; cuda_settings.h at conv_linear_ says
 // why): each mode takes the convs its rule names and gives the outputs of the engine that runs
 // every conv through cuDNN (mode 0), within fp16 rounding.
 #include <gtest/gtest.h>
@@ -54,7 +54,7 @@ TEST(CudaConvLinear, R18vdModesTakeTheirConvsAndKeepTheOutputs) {
     expect_r18vd_outputs_agree(out[0], out[m], 2, 0.01, ("conv linear mode " + std::to_string(m)).c_str());
 }
 
-// DETFORGE_CUDA_OFFCHAIN_OWN=1 (cuda_engine.h at offchain_own_): the convs that only feed a
+// DETFORGE_CUDA_OFFCHAIN_OWN=1 (cuda_settings.h at offchain_own_): the convs that only feed a
 // residual and are not 1x1 (r18vd: backbone stages 1-3's shortcuts) run on own kernels, and the
 // outputs stay those of the engine without it, within fp16 rounding.
 TEST(CudaConvLinear, R18vdOffChainConvsOnOwnKernelsKeepTheOutputs) {

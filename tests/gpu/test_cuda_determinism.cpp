@@ -47,7 +47,7 @@ std::string describe_difference(const std::vector<HostTensor>& a, const std::vec
 // with and without its graph check (the schedule itself must hold, not only its fallback),
 // without PDL, on one stream (a race between streams would pass there) and with the legacy conv
 // API, each replayed 40 times. With the edges as captured up to 28 of 40 replays differed on the
-// H200 (sixth and seventh sessions); the cause is in NOTES.md v12 (cuda_engine.h at full_edges_).
+// H200 (sixth and seventh sessions); the cause is in NOTES.md v12 (cuda_settings.h at full_edges_).
 class CudaDeterminism : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaDeterminism, R18vdGraphReplaysAreBitIdentical) {

@@ -1,6 +1,6 @@
 // Capturing the forward of one batch size into a CUDA graph, and checking it: prepare() captures,
 // rewrites cuDNN's memset nodes, instantiates, and compares the graph's outputs with the eager
-// forward's (DETFORGE_CUDA_GRAPH_CHECK; cuda_engine.h says why), falling back to tighter schedules
+// forward's (DETFORGE_CUDA_GRAPH_CHECK; cuda_settings.h says why), falling back to tighter schedules
 // when they differ. conflicting_convs() is the diagnostic that searches which fused convs must
 // not overlap (src/backends/cuda/NOTES.md v10).
 #include <algorithm>

@@ -101,7 +101,7 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
     const ConvBuffers cb = op_buffers(op, bias, res);
     ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
     if (conv_tune_graph_ > 0 || conv_knobs_ > 0) {
-      tune.max_plans = std::max(conv_tune_graph_, 1);  // cuda_engine.h at conv_tune_graph_ says why
+      tune.max_plans = std::max(conv_tune_graph_, 1);  // cuda_settings.h at conv_tune_graph_ says why
       tune.in_graph = true;
       tune.knob_max_pixels = conv_knobs_;
     }
@@ -173,7 +173,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const ConvShape s = conv_shape(i, batch);
     const bool bias = op.has_input(2), res = op.has_input(3);  // optional inputs may be kNoTensor
     // A 1x1 conv (conv_linear_) or, after im2col, a kxk conv (conv_im2col_) as one cuBLASLt GEMM
-    // over B*Ho*Wo pixel rows; cuda_engine.h at those settings says why.
+    // over B*Ho*Wo pixel rows; cuda_settings.h at those settings says why.
     const bool cols = conv_as_im2col(i, batch);
     if (cols || conv_as_linear(i)) {
       const int64_t rows = static_cast<int64_t>(s.B) * s.Ho * s.Wo;
@@ -193,7 +193,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       p.fused[i] = fused_conv_plan(i, batch, cudnn_, "", &why);
       // Our implicit-GEMM epilogue adds the residual before the activation only.
       const bool own_ok = !op.res_after_act();
-      // cuda_engine.h at offchain_own_ says why an off-chain conv takes an own kernel even when slower.
+      // cuda_settings.h at offchain_own_ says why an off-chain conv takes an own kernel even when slower.
       const bool offchain = offchain_own_ && own_conv_ == OwnConvMode::off && feeds_only_residuals(i);
       const OwnConvMode mode = offchain ? OwnConvMode::force : own_conv_;
       if (own_ok && (p.fused[i] || own_conv_forced(mode))) {

@@ -44,9 +44,9 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
   // whose engine runs through cuBLASLt (behavior note CUBLASLT_DEPENDENCY); 6: p.order_ops;
   // 7: the precompiled ones (not compiled at run time); 8: those of the same cuDNN engine (one
   // range per engine id, "eng41" of "eng41_k2=4_..."). 7 and 8 were tried after conflicting_convs
-  // named a pair of engine-41 plans; neither held on 16 inputs (cuda_engine.h at conv_handles_).
+  // named a pair of engine-41 plans; neither held on 16 inputs (cuda_settings.h at conv_handles_).
   // 9: every op that launches a library kernel (cuDNN conv, fused or not, and cuBLASLt GEMM)
-  // ordered among all such ops; our own kernels overlap them (cuda_engine.h at conv_handles_).
+  // ordered among all such ops; our own kernels overlap them (cuda_settings.h at conv_handles_).
   std::map<std::string, uint64_t> group;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const int m = p.conv_order;

@@ -1,5 +1,5 @@
 // The DETFORGE_CUDA_* settings of the CUDA engine, read once when an engine is created (the
-// README's settings paragraph lists them; cuda_engine.h says at each member what it measured).
+// README's settings paragraph lists them; cuda_settings.h says at each member what it measured).
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -7,6 +7,7 @@
 
 #include "backends/cuda/conv_select.h"
 #include "backends/cuda/cuda_engine.h"
+#include "backends/cuda/cuda_settings.h"
 #include "backends/cuda/kernels/kernels.h"
 
 namespace detforge::cuda {
@@ -30,7 +31,7 @@ void CudaEngine::read_settings() {
   conv_knobs_ = env_int("DETFORGE_CUDA_CONV_KNOBS", conv_knobs_, 0, 1 << 30);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
   share_conv_plans_ = env_int("DETFORGE_CUDA_SHARE_CONV_PLANS", 0, 0, 1) != 0;
-  conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", conv_handles_, 0, 9);  // cuda_engine.h says why 0
+  conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", conv_handles_, 0, 9);  // cuda_settings.h says why 0
   snapshots_ = env_int("DETFORGE_CUDA_SNAPSHOTS", 0, 0, 1) != 0;
   // Measured on the H200 (bench/results/h200/ab-2026-12-03b-sched, fp16 engine p50): memset nodes
   // as kernels 0.7280 -> 0.7255 ms at batch 1, 6.378 -> 6.317 ms at batch 32; early outputs alone

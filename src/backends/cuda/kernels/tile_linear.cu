@@ -5,7 +5,7 @@
 // one after another. cuBLASLt's nvjet kernels take 3.2-4.8 us each inside the captured graph
 // (H200 CUPTI, bench/results/h200/latest.json op_profile) for 39-157 MFLOP, where a plain kernel
 // of ours (LayerNorm over the same rows) takes ~1.5 us. Their edges also had to be made full
-// (cuda_engine.h at full_edges_), so they cannot start before their producer ends. This kernel
+// (cuda_settings.h at full_edges_), so they cannot start before their producer ends. This kernel
 // is built for latency instead of throughput:
 //  - CTA tile 32 x 32, so 300 x 256 is 80 CTAs on the 132 SMs (64 x 64 for N >= 1024);
 //  - its 4 warps split K four ways: each warp loads its own quarter of the A and W tiles with
