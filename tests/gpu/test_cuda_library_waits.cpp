@@ -1,8 +1,8 @@
 // Do cuBLASLt's and cuDNN's kernels wait for a programmatic predecessor (griddepcontrol.wait
 // before their first global access)? The engine's graph makes the edges into library kernels
 // full (NOTES.md v12: a cuDNN conv read its input before the producer had finished), which costs
-// each library kernel its launch overlap. DETFORGE_CUDA_FULL_EDGES=3 makes the edges into
-// cuBLASLt's kernels programmatic; these tests are its evidence.
+// each library kernel its launch overlap. DETFORGE_CUDA_FULL_EDGES=3 makes the edges into the
+// kernels that wait programmatic (cuDNN's engine 41); these tests are its evidence.
 //
 // The probe: late_copy releases its dependents at once, spins ~100 us, then writes the op's
 // input (read probe) or reads the op's output (write probe). The op follows it in a captured
@@ -168,36 +168,43 @@ TEST_F(CudaLibraryWaits, ProbeCatchesAKernelThatDoesNotWait) {
 }
 
 // The engine's cuBLASLt shapes (fp16, bias): the decoder's and AIFI's linears, the encoder's
-// 8400-row heads and value projection. Each must wait in both probes for FULL_EDGES=3 to be safe.
-TEST_F(CudaLibraryWaits, CublasLtGemmsWaitForProgrammaticPredecessors) {
-  const int shapes[][3] = {{300, 256, 256}, {300, 512, 256}, {300, 288, 256}, {300, 1024, 256},
-                           {300, 256, 1024}, {300, 8, 256},   {400, 256, 256},
-                           {400, 1024, 256}, {400, 256, 1024}, {8400, 256, 256}, {8400, 8, 256},
-                           {8400, 80, 256}, {9600, 256, 256}, {2400, 256, 256}};
+// 8400-row heads and value projection. Measured (H100, CUDA 13.0, 22nd session): none waits
+// (24 of 24 replays differ in both probes), so FULL_EDGES=3 leaves their edges full. Printed for
+// the record; the assertion is only that each was probed.
+TEST_F(CudaLibraryWaits, CublasLtGemmsReport) {
+  const int shapes[][3] = {{300, 256, 256}, {300, 512, 256}, {300, 1024, 256}, {300, 256, 1024},
+                           {300, 8, 256},   {8400, 256, 256}, {8400, 8, 256}};
   uint32_t seed = 1000;
   for (const auto& m : shapes) {
     auto op = gemm_op(lt_, m[0], m[1], m[2], seed += 10);
     const Probe r = read_probe(*op), w = write_probe(*op);
     report("cublasLt", *op, r, w);
     EXPECT_GT(r.made_early + r.captured_early, 0) << op->name << ": no edge to probe";
-    EXPECT_EQ(r.differ, 0) << op->name << " read its input before its programmatic predecessor finished";
-    EXPECT_EQ(w.differ, 0) << op->name << " wrote its output before its programmatic predecessor finished";
   }
 }
 
-// cuDNN's fused convs, for the record (the engine keeps their edges full): prints what each does.
-TEST_F(CudaLibraryWaits, CudnnConvsReport) {
-  const ConvShape shapes[] = {shape(160, 64, 64, 3, 1, 1), shape(80, 128, 128, 3, 1, 1), shape(20, 512, 512, 3, 1, 1),
-                              shape(40, 128, 128, 1, 1, 0), shape(40, 128, 128, 3, 1, 1)};
+// cuDNN's fused convs at the engine's shapes without a residual (the first conv of each backbone
+// block, the stem's third conv, the shortcuts). Those on the precompiled engine 41 must wait in
+// both probes: FULL_EDGES=3 (CudaEngine::library_kernel_waits) makes the edges into them
+// programmatic. The others are printed (engines 39 and 10 did not wait, 22nd session).
+TEST_F(CudaLibraryWaits, CudnnEngine41ConvsWaitForProgrammaticPredecessors) {
+  const ConvShape shapes[] = {shape(320, 32, 64, 3, 1, 1),   shape(160, 64, 64, 3, 1, 1), shape(160, 64, 128, 3, 2, 1),
+                              shape(160, 64, 128, 2, 2, 0),  shape(80, 128, 128, 3, 1, 1), shape(80, 128, 256, 3, 2, 1),
+                              shape(40, 256, 256, 3, 1, 1),  shape(40, 256, 512, 3, 2, 1), shape(20, 512, 512, 3, 1, 1),
+                              shape(40, 128, 128, 1, 1, 0),  shape(40, 128, 128, 3, 1, 1)};
   uint32_t seed = 2000;
-  int probed = 0;
+  int eng41 = 0;
   for (const auto& s : shapes) {
     auto op = conv_op(dnn_, s, graph::Act::relu, seed += 10);
     const Probe r = read_probe(*op), w = write_probe(*op);
     report("cuDNN", *op, r, w);
-    probed += r.made_early + r.captured_early > 0;
+    if (op->name.find("(eng41_") == std::string::npos) continue;
+    ++eng41;
+    EXPECT_GT(r.made_early + r.captured_early, 0) << op->name << ": no edge to probe";
+    EXPECT_EQ(r.differ, 0) << op->name << " read its input before its programmatic predecessor finished";
+    EXPECT_EQ(w.differ, 0) << op->name << " wrote its output before its programmatic predecessor finished";
   }
-  EXPECT_GT(probed, 0);
+  EXPECT_GT(eng41, 0) << "no conv here took cuDNN's engine 41";
 }
 
 }  // namespace

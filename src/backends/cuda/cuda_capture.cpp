@@ -77,7 +77,7 @@ void CudaEngine::capture_and_instantiate(BatchPlan& p, int batch) {
       p.memsets_replaced = 0;
     }
   }
-  p.edges_hardened = 0;
+  p.edges_hardened = p.edges_made_early = 0;
   if (p.capture_error.empty() && graph && full_edges_) p.edges_hardened = harden_edges(graph, p, full_edges_);
   if (p.capture_error.empty()) {
     e = cudaGraphInstantiate(&p.exec, graph, p.prioritized ? cudaGraphInstantiateFlagUseNodePriority : 0);

@@ -515,6 +515,10 @@ int CudaEngine::graph_edges_hardened(int batch) {
   prepare(batch);
   return plan(batch).edges_hardened;
 }
+int CudaEngine::graph_edges_made_early(int batch) {
+  prepare(batch);
+  return plan(batch).edges_made_early;
+}
 int CudaEngine::graph_prioritized(int batch) {
   prepare(batch);
   return plan(batch).prioritized;

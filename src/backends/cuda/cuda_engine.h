@@ -140,6 +140,7 @@ class CudaEngine : public Engine, private CudaSettings {
   // cross-stream waits that takes.
   int graph_streams(int batch);
   int graph_edges_hardened(int batch);  // programmatic edges made full at capture (full_edges_)
+  int graph_edges_made_early(int batch);  // edges made programmatic at capture (full_edges_ 3)
   int graph_prioritized(int batch);     // kernel nodes at the greatest priority (DETFORGE_CUDA_PRIORITY)
   int graph_priority_refused(int batch);  // kernel nodes of critical ops that did not take it
   int critical_op_count() const {
@@ -255,7 +256,8 @@ class CudaEngine : public Engine, private CudaSettings {
     // harden_edges / capture_misses_hazards: while set, forward() records the graph nodes each
     // entry's launches added during capture (node_sets[e]); cleared once that graph is destroyed.
     bool track_nodes = false;
-    int edges_hardened = 0;  // harden_edges at the last capture
+    int edges_hardened = 0;  // harden_edges at the last capture: edges it changed
+    int edges_made_early = 0;  // of those, made programmatic (mode 3)
     int prioritized = 0;       // kernel nodes at the greatest priority after the last capture
     int priority_refused = 0;  // kernel nodes of critical ops that did not take it
     std::vector<std::vector<cudaGraphNode_t>> node_sets;
@@ -284,9 +286,9 @@ class CudaEngine : public Engine, private CudaSettings {
   void capture_and_instantiate(BatchPlan& p, int batch);
   // Turns programmatic (early-start) edges of a captured graph into full edges, by full_edges_
   // mode: 1 those into the nodes of ops that run a library kernel (p.node_sets from the
-  // capture), 2 all; 3 those into cuDNN ops, and every kernel-to-kernel edge into a cuBLASLt op
-  // made programmatic. Returns how many edges it changed. cuda_settings.h at full_edges_ says why.
-  int harden_edges(cudaGraph_t graph, const BatchPlan& p, int mode);
+  // capture), 2 all; 3 as 1, but every kernel-to-kernel edge into an op whose library kernel
+  // waits (library_kernel_waits) made programmatic. Returns how many edges it changed. cuda_settings.h at full_edges_ says why.
+  int harden_edges(cudaGraph_t graph, BatchPlan& p, int mode);
   // cuda_priority.cpp (DETFORGE_CUDA_PRIORITY): mode 1 sets stream s's priority attribute for op
   // i's launches during capture (greatest when critical_); prioritize_critical_nodes, after
   // capture, sets (mode 2) and counts the kernel nodes of critical_ ops at the greatest priority.
@@ -296,9 +298,9 @@ class CudaEngine : public Engine, private CudaSettings {
   void set_capture_priority(size_t i, cudaStream_t s);
   PriorityCount prioritize_critical_nodes(const BatchPlan& p);
   // The graph nodes (p.node_sets) of ops that run a library kernel (runs_library_kernel): any,
-  // or only cuDNN's (convs) or cuBLASLt's (linears).
-  enum class LibraryKind { any, cudnn, cublaslt };
-  std::unordered_set<cudaGraphNode_t> library_nodes(const BatchPlan& p, LibraryKind kind) const;
+  // or only those whose kernels wait for a programmatic predecessor (library_kernel_waits).
+  std::unordered_set<cudaGraphNode_t> library_nodes(const BatchPlan& p, bool waiting_only) const;
+  bool library_kernel_waits(size_t i, const BatchPlan& p) const;
   // Drops p.exec, schedules p again (after its conv_order / max_streams / order_ops changed)
   // and captures it again.
   void recapture(BatchPlan& p, int batch);

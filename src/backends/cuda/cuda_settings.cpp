@@ -39,9 +39,11 @@ void CudaEngine::read_settings() {
   memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 1, 0, 1) != 0;
   early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 1, 0, 1) != 0;
   gpu_select_ = env_int("DETFORGE_CUDA_GPU_SELECT", 1, 0, 1) != 0;  // run_images_selected()
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  if (hw < static_cast<unsigned>(stage_threads_)) stage_threads_ = 0;  // the default: one copy thread was slower than serial
   stage_threads_ = env_int("DETFORGE_CUDA_STAGE_THREADS", stage_threads_, 0, 64);
   stage_side_ = env_int("DETFORGE_CUDA_STAGE_SIDE", 1, 0, 1) != 0;
-  stage_threads_ = std::min<int>(stage_threads_, std::max(1u, std::thread::hardware_concurrency()));  // 0 stays 0
+  stage_threads_ = std::min<int>(stage_threads_, static_cast<int>(hw));  // 0 stays 0
   own_conv_ = own_conv_mode_from_env();
   own_conv_margin_ = own_conv_margin_from_env();
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7

@@ -26,8 +26,10 @@ struct CudaSettings {
   // the eager one was a block's second conv (runtime-compiled cuDNN kernel) whose input came
   // from another stream, with that input itself equal: it read the input before its producer
   // had finished, although the graph holds the edge (capture_misses_hazards).
-  // 3 (opt-in, 22nd session): as 1 for cuDNN, and the edges into cuBLASLt's kernels made
-  // programmatic, on the evidence of CudaLibraryWaits (its kernels wait before their first access).
+  // 3 (opt-in, 22nd session): as 1, and the edges into the library kernels that do wait for a
+  // programmatic predecessor (cuDNN engine 41, CudaLibraryWaits) made programmatic. The probe
+  // found cuBLASLt's nvjet kernels do not wait: with their edges programmatic the graph differed
+  // from the eager forward on 16 of 16 inputs (H100), so they stay full.
   int full_edges_ = 1;
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
@@ -170,9 +172,10 @@ struct CudaSettings {
   OwnConvMode own_conv_ = OwnConvMode::fastest;  // DETFORGE_CUDA_OWN_CONV (conv_select.h)
   double own_conv_margin_ = 1.0;                 // DETFORGE_CUDA_OWN_CONV_MARGIN (conv_select.h)
   // Threads that copy images into pinned memory (DETFORGE_CUDA_STAGE_THREADS, capped by the
-  // machine's; image_input.h). Default 0, serial on stream_: 8 threads made batch 32's e2e 8.22 ms
-  // but batch 1 gained nothing, and serial was not in that command (NOTES.md v24).
-  int stage_threads_ = 0;
+  // machine's; image_input.h); 0 = serial on stream_. Default 4 (serial on a machine of fewer
+  // than 4 hardware threads). Measured in one command (H100, NOTES.md v25): e2e batch 1 0.814 ms
+  // with 4 against 0.841-0.917 serial, batch 32 8.38 against 10.13-10.27 (8 threads: 0.819, 8.13).
+  int stage_threads_ = 4;
   bool stage_side_ = true;  // DETFORGE_CUDA_STAGE_SIDE=0: the pieces uploaded on stream_ itself
   bool gpu_select_ = true;  // run_images_selected(): DETFORGE_CUDA_GPU_SELECT (default 1)
 };
