@@ -29,7 +29,8 @@ struct CudaSettings {
   // 3 (opt-in, 22nd session): as 1, and the edges into the library kernels that do wait for a
   // programmatic predecessor (cuDNN engine 41, CudaLibraryWaits) made programmatic. The probe
   // found cuBLASLt's nvjet kernels do not wait: with their edges programmatic the graph differed
-  // from the eager forward on 16 of 16 inputs (H100), so they stay full.
+  // from the eager forward on 16 of 16 inputs (H100), so they stay full. Measured: b1 0.6606/0.6592
+  // against 0.6672/0.6723 ms, b32 equal; opt-in while the graph-vs-eager race of NOTES.md v25 is open.
   int full_edges_ = 1;
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
