@@ -6,7 +6,8 @@
 // ~45 us, so batch 32 spent ~2.7 ms staging serially before the graph could start (e2e profile,
 // bench/results/h100/ab-2026-12-06-session21/call1). With 8 threads batch 32's detect() took
 // 8.22 ms against 9.4-10.0 serial, but at batch 1 the workers' wake-up (~20-40 us) left the caller
-// copying mostly alone (call 2): the CUDA engine uses it only when asked (DETFORGE_CUDA_STAGE_THREADS).
+// copying mostly alone (call 2). The CUDA engine uses 4 threads by default since session 22
+// (DETFORGE_CUDA_STAGE_THREADS; b32 e2e ~2 ms faster, b1 within noise: NOTES.md v25).
 #pragma once
 #include <atomic>
 #include <condition_variable>

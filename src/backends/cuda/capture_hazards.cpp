@@ -91,9 +91,7 @@ bool CudaEngine::library_kernel_waits(size_t i, const BatchPlan& p) const {
   // predecessor finished (0 of 24 replays differ, H100, 22nd session). cuBLASLt's nvjet kernels,
   // cuDNN's engines 39 and 10 and the runtime-compiled engine 4 did not wait (24 of 24 differ).
   const FusedConv* f = p.fused[i].get();
-  const auto& in = g_.ops[i].inputs;
-  const bool residual = in.size() > 3 && in[3] != graph::kNoTensor;
-  return f && !f->runtime_compiled() && f->plan_name().rfind("eng41_", 0) == 0 && !residual;
+  return f && !f->runtime_compiled() && f->plan_name().rfind("eng41_", 0) == 0 && !g_.ops[i].has_input(3);
 }
 
 namespace {
