@@ -1,0 +1,135 @@
+// CudaEngine::stray_reads, a debugging aid: which ops read arena bytes outside the ranges the
+// schedule knows them to read (their inputs, extra_reads_) or write. Why: session 23 found the
+// graph-versus-eager difference deterministic per input (a rerun repeats it) and gone without
+// arena reuse, the mark of an op that reads, for some inputs only, bytes it does not declare:
+// their content then depends on which op last wrote them, which the stream schedule changes.
+// Two eager forwards on the current inputs: the first keeps a copy of every op's declared
+// writes; the second, before each op, fills every arena byte outside the op's declared reads and
+// writes with 0xFF (NaN in fp16 and fp32), runs the op, compares its declared writes with the
+// first forward's, and puts the other bytes back. The first op whose writes differ read outside
+// its declaration (later ones may only inherit its wrong output).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/arena_diff.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_engine.h"
+
+namespace detforge::cuda {
+
+namespace {
+
+using Span = std::pair<uint64_t, uint64_t>;  // [begin, end) in bytes from the arena's start
+
+// The ranges' parts inside [0, size), sorted and merged (pseudo ranges below the arena drop out).
+std::vector<Span> in_arena(const std::vector<graph::ByteRange>& rs, uint64_t base, uint64_t size) {
+  std::vector<Span> v;
+  for (const auto& r : rs) {
+    const uint64_t b = std::max(r.begin, base), e = std::min(r.end, base + size);
+    if (b < e) v.emplace_back(b - base, e - base);
+  }
+  std::sort(v.begin(), v.end());
+  std::vector<Span> m;
+  for (const auto& s : v)
+    if (!m.empty() && s.first <= m.back().second)
+      m.back().second = std::max(m.back().second, s.second);
+    else
+      m.push_back(s);
+  return m;
+}
+
+// The complement of sorted, merged spans in [0, size).
+std::vector<Span> gaps(const std::vector<Span>& keep, uint64_t size) {
+  std::vector<Span> g;
+  uint64_t at = 0;
+  for (const auto& s : keep) {
+    if (s.first > at) g.emplace_back(at, s.first);
+    at = std::max(at, s.second);
+  }
+  if (at < size) g.emplace_back(at, size);
+  return g;
+}
+
+}  // namespace
+
+std::vector<std::string> CudaEngine::stray_reads(int batch) {
+  BatchPlan& p = plan(batch);
+  const uint64_t base = reinterpret_cast<uint64_t>(arena_), size = arena_bytes_;
+  char* arena = static_cast<char*>(arena_);
+  std::vector<std::vector<Span>> writes(g_.ops.size()), allowed(g_.ops.size());
+  std::vector<size_t> ref_off(g_.ops.size() + 1, 0);
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    writes[i] = in_arena(p.acc[i + 1].writes, base, size);
+    auto both = p.acc[i + 1].reads;
+    both.insert(both.end(), p.acc[i + 1].writes.begin(), p.acc[i + 1].writes.end());
+    allowed[i] = in_arena(both, base, size);
+    size_t n = 0;
+    for (const auto& w : writes[i]) n += (w.second - w.first) / 16 * 16;  // compared in 16-byte words
+    ref_off[i + 1] = ref_off[i] + n;
+  }
+  char* ref = nullptr;
+  char* shadow = nullptr;
+  unsigned char* flags = nullptr;
+  std::vector<std::string> found;
+  size_t max_spans = 1;
+  for (const auto& w : writes) max_spans = std::max(max_spans, w.size());
+  auto free_all = [&] {
+    cudaFree(ref);
+    cudaFree(shadow);
+    cudaFree(flags);
+  };
+  try {
+    DF_CUDA(cudaMalloc(&ref, std::max<size_t>(ref_off.back(), 16)));
+    DF_CUDA(cudaMalloc(&shadow, std::max<size_t>(size, 16)));
+    DF_CUDA(cudaMalloc(&flags, max_spans));
+    // Forward 1: each op's declared writes as it left them.
+    run_eager_hooked(batch, [&](int i, bool before) {
+      if (i < 0 || before) return;
+      size_t at = ref_off[i];
+      for (const auto& w : writes[i]) {
+        const size_t n = (w.second - w.first) / 16 * 16;
+        DF_CUDA(cudaMemcpyAsync(ref + at, arena + w.first, n, cudaMemcpyDeviceToDevice, stream_));
+        at += n;
+      }
+    });
+    // Forward 2: each op with only its declared bytes intact.
+    std::vector<unsigned char> changed(max_spans);
+    run_eager_hooked(batch, [&](int i, bool before) {
+      if (i < 0) return;
+      if (before) {
+        DF_CUDA(cudaMemcpyAsync(shadow, arena, size, cudaMemcpyDeviceToDevice, stream_));
+        for (const auto& g : gaps(allowed[i], size))
+          DF_CUDA(cudaMemsetAsync(arena + g.first, 0xFF, g.second - g.first, stream_));
+        return;
+      }
+      DF_CUDA(cudaMemsetAsync(flags, 0, max_spans, stream_));
+      size_t at = ref_off[i];
+      for (size_t k = 0; k < writes[i].size(); ++k) {
+        const size_t n = (writes[i][k].second - writes[i][k].first) / 16 * 16;
+        mark_changed_chunks(arena + writes[i][k].first, ref + at, n, n, flags + k, stream_);
+        at += n;
+      }
+      DF_CUDA(cudaMemcpyAsync(changed.data(), flags, max_spans, cudaMemcpyDeviceToHost, stream_));
+      for (const auto& g : gaps(writes[i], size))
+        DF_CUDA(cudaMemcpyAsync(arena + g.first, shadow + g.first, g.second - g.first, cudaMemcpyDeviceToDevice,
+                                stream_));
+      DF_CUDA(cudaStreamSynchronize(stream_));
+      int differ = 0;
+      for (size_t k = 0; k < writes[i].size(); ++k) differ += changed[k];
+      if (differ)
+        found.push_back(g_.ops[i].name + " (" + op_launch_summary(batch, static_cast<size_t>(i)) + "): " +
+                        std::to_string(differ) + " of " + std::to_string(writes[i].size()) +
+                        " written ranges differ with the undeclared bytes poisoned");
+    });
+  } catch (...) {
+    free_all();
+    throw;
+  }
+  free_all();
+  return found;
+}
+
+}  // namespace detforge::cuda
