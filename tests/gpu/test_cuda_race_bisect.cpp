@@ -177,7 +177,7 @@ TEST(CudaRaceBisectSnapshots, DISABLED_R18vdFirstOpsThatDiffer) {
 }
 
 // CudaEngine::stray_reads on the inputs where call 1 of session 23 saw the graph differ (seeds
-// 5168, 5183, 5188, 5191 on 4 streams, 5039 and 5127 on one) and two where it did not: no op may
+// 5168 and 5183 of the four on 4 streams, 5039 and 5127 on one) and one where it did not: no op may
 // read arena bytes outside its declared inputs and outputs.
 TEST(CudaRaceBisectStrayReads, DISABLED_R18vdOnTheInputsThatDiffered) {
   DETFORGE_REQUIRE_GPU();
@@ -189,7 +189,7 @@ TEST(CudaRaceBisectStrayReads, DISABLED_R18vdOnTheInputsThatDiffered) {
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   int with = 0;
-  for (uint32_t seed : {5168u, 5183u, 5188u, 5191u, 5039u, 5127u, 5000u, 5001u}) {
+  for (uint32_t seed : {5168u, 5183u, 5039u, 5127u, 5000u}) {
     const std::vector<float> px = random_vec(per, 0, 1, seed);
     e->run(px.data(), 1);
     const auto found = e->stray_reads(1);

@@ -181,10 +181,10 @@ class CudaEngine : public Engine, private CudaSettings {
   // producer runs after it, but a stream schedule may run that producer first (NOTES.md v12).
   std::vector<std::string> stray_writes(int batch);
   // A debugging aid (cuda_stray_reads.cpp): two eager forwards of `batch` on the current inputs,
-  // the second with every arena byte outside each op's declared reads and writes set to 0xFF
+  // the second with every arena byte outside each op's declared reads and writes set to `poison`
   // while the op runs; returns the ops whose declared writes then differ ("op (how it runs): N of
   // M written ranges differ ..."), in op order. The first read bytes it does not declare.
-  std::vector<std::string> stray_reads(int batch);
+  std::vector<std::string> stray_reads(int batch, unsigned char poison = 0x7B);
   // A debugging aid for engines built with DETFORGE_CUDA_ARENA_REUSE=0 (throws otherwise): every
   // op's first output (reshapes excepted) as the last forward of `batch` left it, in op order.
   struct OpOutput {

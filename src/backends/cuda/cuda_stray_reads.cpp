@@ -5,7 +5,8 @@
 // their content then depends on which op last wrote them, which the stream schedule changes.
 // Two eager forwards on the current inputs: the first keeps a copy of every op's declared
 // writes; the second, before each op, fills every arena byte outside the op's declared reads and
-// writes with 0xFF (NaN in fp16 and fp32), runs the op, compares its declared writes with the
+// writes with `poison` (0x7B: 61280 in fp16, 1.3e36 in fp32, finite so that a ReLU or a max does
+// not hide it as it hides NaN, NOTES.md v12), runs the op, compares its declared writes with the
 // first forward's, and puts the other bytes back. The first op whose writes differ read outside
 // its declaration (later ones may only inherit its wrong output).
 #include <algorithm>
@@ -55,7 +56,7 @@ std::vector<Span> gaps(const std::vector<Span>& keep, uint64_t size) {
 
 }  // namespace
 
-std::vector<std::string> CudaEngine::stray_reads(int batch) {
+std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison) {
   BatchPlan& p = plan(batch);
   const uint64_t base = reinterpret_cast<uint64_t>(arena_), size = arena_bytes_;
   char* arena = static_cast<char*>(arena_);
@@ -102,7 +103,7 @@ std::vector<std::string> CudaEngine::stray_reads(int batch) {
       if (before) {
         DF_CUDA(cudaMemcpyAsync(shadow, arena, size, cudaMemcpyDeviceToDevice, stream_));
         for (const auto& g : gaps(allowed[i], size))
-          DF_CUDA(cudaMemsetAsync(arena + g.first, 0xFF, g.second - g.first, stream_));
+          DF_CUDA(cudaMemsetAsync(arena + g.first, poison, g.second - g.first, stream_));
         return;
       }
       DF_CUDA(cudaMemsetAsync(flags, 0, max_spans, stream_));
