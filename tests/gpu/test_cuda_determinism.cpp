@@ -19,29 +19,11 @@
 #include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
+#include "output_diff.h"
 #include "r18_bundle.h"
 
 namespace detforge::test {
 namespace {
-
-// Describes how two output sets differ: per output, the count of differing values and the
-// largest |difference| (a race shows as large, scattered differences; a reduction whose order
-// varies, as differences of a few ulps).
-std::string describe_difference(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
-  std::string s;
-  for (size_t o = 0; o < a.size() && o < b.size(); ++o) {
-    size_t n = 0;
-    double worst = 0;
-    for (size_t i = 0; i < a[o].data.size() && i < b[o].data.size(); ++i)
-      if (a[o].data[i] != b[o].data[i]) {
-        ++n;
-        worst = std::max(worst, std::fabs(static_cast<double>(a[o].data[i]) - b[o].data[i]));
-      }
-    if (n) s += " " + a[o].name + ": " + std::to_string(n) + " values differ, max |diff| " + std::to_string(worst) + ";";
-  }
-  return s;
-}
-
 
 // The default engine (convs free to overlap, early-start edges into library kernels made full)
 // with and without its graph check (the schedule itself must hold, not only its fallback),
@@ -118,22 +100,18 @@ TEST_P(CudaGraphEqualsEager, R18vdBatch1OnManyInputs) {
         std::printf("conv %s: %s\n", e->graph().ops[i].name.c_str(), e->op_launch_summary(1, i).c_str());
   int differing = 0;
   std::string how;
-  auto equal = [](const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
-    bool same = a.size() == b.size();
-    for (size_t o = 0; same && o < a.size(); ++o) same = a[o].data == b[o].data;
-    return same;
-  };
   for (int k = 0; k < 16; ++k) {
     const std::vector<float> px = random_vec(per, 0, 1, 100 + k);
     const auto graph_out = e->run(px.data(), 1);
     const auto eager_out = e->run_eager(px.data(), 1);
-    if (equal(graph_out, eager_out) || differing++ > 0) continue;
+    if (same_outputs(graph_out, eager_out) || differing++ > 0) continue;
     how = "input " + std::to_string(k) + ":" + describe_difference(eager_out, graph_out);
     // Which side is off (22nd session: ~1 in 60 inputs differ, replays of one input never do):
     // the graph again on the same input, whose arena now holds this input's eager leftovers.
     const auto again = e->run(px.data(), 1);
-    how += std::string("; the graph again on this input: ") + (equal(again, eager_out) ? "equals eager" : "differs from eager") +
-           (equal(again, graph_out) ? ", equals its first run" : ", differs from its first run");
+    how += std::string("; the graph again on this input: ") +
+           (same_outputs(again, eager_out) ? "equals eager" : "differs from eager") +
+           (same_outputs(again, graph_out) ? ", equals its first run" : ", differs from its first run");
   }
   std::printf("graph check (%s): %s\n", setting.empty() ? "default" : setting.c_str(), e->graph_check(1).c_str());
   EXPECT_EQ(differing, 0) << "of 16 inputs (streams " << e->graph_streams(1) << ", graph check: " << e->graph_check(1)
@@ -166,11 +144,6 @@ TEST_P(CudaPoisonedArena, R18vdForwardsReadOnlyWhatTheyWrote) {
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->graph_captured(1));
-  auto same = [](const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
-    bool eq = a.size() == b.size();
-    for (size_t o = 0; eq && o < a.size(); ++o) eq = a[o].data == b[o].data;
-    return eq;
-  };
   int eager_differ = 0, graph_differ = 0, graph_nonfinite = 0;
   std::string how;
   for (int k = 0; k < 8; ++k) {
@@ -180,9 +153,9 @@ TEST_P(CudaPoisonedArena, R18vdForwardsReadOnlyWhatTheyWrote) {
     const auto eager_p = e->run_eager(px.data(), 1);
     e->poison_arena();
     const auto graph_p = e->run(px.data(), 1);
-    if (!same(eager, eager_p) && eager_differ++ == 0)
+    if (!same_outputs(eager, eager_p) && eager_differ++ == 0)
       how += " eager, input " + std::to_string(k) + ":" + describe_difference(eager, eager_p);
-    if (!same(eager, graph_p) && graph_differ++ == 0)
+    if (!same_outputs(eager, graph_p) && graph_differ++ == 0)
       how += " graph, input " + std::to_string(k) + ":" + describe_difference(eager, graph_p);
     bool finite = true;
     for (const auto& t : graph_p)

@@ -31,29 +31,21 @@
 #include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
+#include "output_diff.h"
 #include "r18_bundle.h"
 
 namespace detforge::test {
 namespace {
 
-bool same_outputs(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
-  bool eq = a.size() == b.size();
-  for (size_t o = 0; eq && o < a.size(); ++o) eq = a[o].data == b[o].data;
-  return eq;
+// DETFORGE_RACE_INPUTS, default 200.
+int race_inputs() {
+  const char* v = std::getenv("DETFORGE_RACE_INPUTS");
+  return v ? std::max(1, std::atoi(v)) : 200;
 }
 
-// Per output: values that differ and the largest |difference|.
-std::string how_outputs_differ(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
-  std::string s;
-  for (size_t o = 0; o < a.size() && o < b.size(); ++o) {
-    size_t n = 0;
-    double worst = 0;
-    for (size_t i = 0; i < a[o].data.size() && i < b[o].data.size(); ++i)
-      if (a[o].data[i] != b[o].data[i]) ++n, worst = std::max(worst, std::fabs(double(a[o].data[i]) - b[o].data[i]));
-    if (n) s += " " + a[o].name + " " + std::to_string(n) + "/" + std::to_string(a[o].data.size()) + " (max " +
-                std::to_string(worst) + ")";
-  }
-  return s;
+size_t pixels_per_image(const LoadedBundle& lb) {
+  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+  return static_cast<size_t>(in[0] * in[1] * in[2]);
 }
 
 // The first three ops whose outputs differ between two op_outputs() sets, with counts.
@@ -85,11 +77,9 @@ class CudaRaceBisect : public ::testing::TestWithParam<const char*> {};
 TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  const char* env_n = std::getenv("DETFORGE_RACE_INPUTS");
-  const int n_inputs = env_n ? std::max(1, std::atoi(env_n)) : 200;
+  const int n_inputs = race_inputs();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
+  const size_t per = pixels_per_image(lb);
   const std::string setting = GetParam();
   const bool by_op = setting.find("ARENA_REUSE=0") != std::string::npos;
   auto eng = fp16_engine(lb.graph, 1, {setting});
@@ -111,7 +101,7 @@ TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
     std::vector<cuda::CudaEngine::OpOutput> x_ops;  // the eager forward's, before anything else runs
     if (bad1 && by_op && after_other < 4) x_ops = e->op_outputs(1);
     if (bad1 && after_other++ < 4) {
-      report += "\n  input " + std::to_string(k) + ", graph after another input:" + how_outputs_differ(x, g1);
+      report += "\n  input " + std::to_string(k) + ", graph after another input:" + describe_difference(x, g1);
       // Bound to the input or to a stretch of time: the graph once more after a pause.
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       const auto g3 = e->run(px.data(), 1);
@@ -138,7 +128,8 @@ TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
     }
     const auto g2 = e->run(px.data(), 1);
     if (!same_outputs(g2, x) && after_same++ < 4)
-      report += "\n  input " + std::to_string(k) + ", graph after eager on the same input:" + how_outputs_differ(x, g2);
+      report += "\n  input " + std::to_string(k) + ", graph after eager on the same input:" +
+                describe_difference(x, g2);
     if (bad1 && !same_outputs(g2, g1)) ++rerun_differs;
   }
   std::printf("race bisect (%s, streams %d, graph check %s): of %d inputs the graph differed from eager on %d after "
@@ -152,16 +143,14 @@ TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
 
 // The same inputs with DETFORGE_CUDA_SNAPSHOTS=1 (every op's output copied inside the graph, and
 // in the eager forward): on an input where the graph differs, the first ops whose snapshots
-// differ. Call 1 of session 23 found the difference deterministic per input (a rerun repeats it,
-// after another input or the same), so the copies should not hide it as they would hide a race.
+// differ. In call 1 of session 23 a rerun right after repeated the difference bit for bit (after
+// another input or the same), so the copies should not hide it as they would hide a race.
 TEST(CudaRaceBisectSnapshots, DISABLED_R18vdFirstOpsThatDiffer) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  const char* env_n = std::getenv("DETFORGE_RACE_INPUTS");
-  const int n_inputs = env_n ? std::max(1, std::atoi(env_n)) : 200;
+  const int n_inputs = race_inputs();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
+  const size_t per = pixels_per_image(lb);
   auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_SNAPSHOTS=1 DETFORGE_CUDA_GRAPH_CHECK=0"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
@@ -185,7 +174,7 @@ TEST(CudaRaceBisectSnapshots, DISABLED_R18vdFirstOpsThatDiffer) {
                 "): " + std::to_string(n) + " of " + std::to_string(gs[j].bytes.size()) + " bytes";
     }
     if (differing++ < 6)
-      report += "\n  input " + std::to_string(k) + ":" + how_outputs_differ(x, g) + "\n    " + std::to_string(ops) +
+      report += "\n  input " + std::to_string(k) + ":" + describe_difference(x, g) + "\n    " + std::to_string(ops) +
                 " ops differ, first:" + firsts;
   }
   std::printf("race bisect with snapshots (streams %d): of %d inputs the graph differed from eager on %d%s\n",
@@ -200,8 +189,7 @@ TEST(CudaRaceBisectStrayReads, DISABLED_R18vdOnTheInputsThatDiffered) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
+  const size_t per = pixels_per_image(lb);
   auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_GRAPH_CHECK=0"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
@@ -228,7 +216,8 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaRaceBisect,
                                            "DETFORGE_CUDA_ARENA_REUSE=0 DETFORGE_CUDA_GRAPH_CHECK=0",
                                            "DETFORGE_CUDA_STREAMS=1 DETFORGE_CUDA_GRAPH_CHECK=0",
                                            "DETFORGE_CUDA_STREAMS=1 DETFORGE_CUDA_PDL=0 DETFORGE_CUDA_GRAPH_CHECK=0",
-                                           "DETFORGE_CUDA_STREAMS=1 DETFORGE_CUDA_MEMSET_KERNELS=0 DETFORGE_CUDA_GRAPH_CHECK=0"));
+                                           "DETFORGE_CUDA_STREAMS=1 DETFORGE_CUDA_MEMSET_KERNELS=0 "
+                                           "DETFORGE_CUDA_GRAPH_CHECK=0"));
 
 }  // namespace
 }  // namespace detforge::test
