@@ -12,61 +12,26 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cuda/arena_diff.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_engine.h"
+#include "graph/byte_spans.h"
 
 namespace detforge::cuda {
-
-namespace {
-
-using Span = std::pair<uint64_t, uint64_t>;  // [begin, end) in bytes from the arena's start
-
-// The ranges' parts inside [0, size), sorted and merged (pseudo ranges below the arena drop out).
-std::vector<Span> in_arena(const std::vector<graph::ByteRange>& rs, uint64_t base, uint64_t size) {
-  std::vector<Span> v;
-  for (const auto& r : rs) {
-    const uint64_t b = std::max(r.begin, base), e = std::min(r.end, base + size);
-    if (b < e) v.emplace_back(b - base, e - base);
-  }
-  std::sort(v.begin(), v.end());
-  std::vector<Span> m;
-  for (const auto& s : v)
-    if (!m.empty() && s.first <= m.back().second)
-      m.back().second = std::max(m.back().second, s.second);
-    else
-      m.push_back(s);
-  return m;
-}
-
-// The complement of sorted, merged spans in [0, size).
-std::vector<Span> gaps(const std::vector<Span>& keep, uint64_t size) {
-  std::vector<Span> g;
-  uint64_t at = 0;
-  for (const auto& s : keep) {
-    if (s.first > at) g.emplace_back(at, s.first);
-    at = std::max(at, s.second);
-  }
-  if (at < size) g.emplace_back(at, size);
-  return g;
-}
-
-}  // namespace
 
 std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison) {
   BatchPlan& p = plan(batch);
   const uint64_t base = reinterpret_cast<uint64_t>(arena_), size = arena_bytes_;
   char* arena = static_cast<char*>(arena_);
-  std::vector<std::vector<Span>> writes(g_.ops.size()), allowed(g_.ops.size());
+  std::vector<std::vector<graph::Span>> writes(g_.ops.size()), allowed(g_.ops.size());
   std::vector<size_t> ref_off(g_.ops.size() + 1, 0);
   for (size_t i = 0; i < g_.ops.size(); ++i) {
-    writes[i] = in_arena(p.acc[i + 1].writes, base, size);
+    writes[i] = graph::spans_inside(p.acc[i + 1].writes, base, size);
     auto both = p.acc[i + 1].reads;
     both.insert(both.end(), p.acc[i + 1].writes.begin(), p.acc[i + 1].writes.end());
-    allowed[i] = in_arena(both, base, size);
+    allowed[i] = graph::spans_inside(both, base, size);
     size_t n = 0;
     for (const auto& w : writes[i]) n += (w.second - w.first) / 16 * 16;  // compared in 16-byte words
     ref_off[i + 1] = ref_off[i] + n;
@@ -102,7 +67,7 @@ std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison
       if (i < 0) return;
       if (before) {
         DF_CUDA(cudaMemcpyAsync(shadow, arena, size, cudaMemcpyDeviceToDevice, stream_));
-        for (const auto& g : gaps(allowed[i], size))
+        for (const auto& g : graph::span_gaps(allowed[i], size))
           DF_CUDA(cudaMemsetAsync(arena + g.first, poison, g.second - g.first, stream_));
         return;
       }
@@ -114,7 +79,7 @@ std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison
         at += n;
       }
       DF_CUDA(cudaMemcpyAsync(changed.data(), flags, max_spans, cudaMemcpyDeviceToHost, stream_));
-      for (const auto& g : gaps(writes[i], size))
+      for (const auto& g : graph::span_gaps(writes[i], size))
         DF_CUDA(cudaMemcpyAsync(arena + g.first, shadow + g.first, g.second - g.first, cudaMemcpyDeviceToDevice,
                                 stream_));
       DF_CUDA(cudaStreamSynchronize(stream_));
