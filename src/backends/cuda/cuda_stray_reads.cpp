@@ -1,14 +1,15 @@
 // CudaEngine::stray_reads, a debugging aid: which ops read arena bytes outside the ranges the
-// schedule knows them to read (their inputs, extra_reads_) or write. Why: session 23 found the
-// graph-versus-eager difference deterministic per input (a rerun repeats it) and gone without
-// arena reuse, the mark of an op that reads, for some inputs only, bytes it does not declare:
-// their content then depends on which op last wrote them, which the stream schedule changes.
-// Two eager forwards on the current inputs: the first keeps a copy of every op's declared
-// writes; the second, before each op, fills every arena byte outside the op's declared reads and
-// writes with `poison` (0x7B: 61280 in fp16, 1.3e36 in fp32, finite so that a ReLU or a max does
-// not hide it as it hides NaN, NOTES.md v12), runs the op, compares its declared writes with the
-// first forward's, and puts the other bytes back. The first op whose writes differ read outside
-// its declaration (later ones may only inherit its wrong output).
+// schedule knows them to read (their inputs, extra_reads_) or write. Why: in session 23 a graph
+// rerun repeated its difference from the eager forward bit for bit, and none showed without arena
+// reuse: the mark of an op that reads, for some inputs only or with an effect on some inputs only,
+// bytes it does not declare, whose content depends on which op last wrote them.
+// Two eager forwards on the current inputs (after a third, so that both start from the same
+// arena): the first keeps a copy of every op's declared writes; the second, before each op, fills
+// every arena byte outside the op's declared reads and writes with `poison` (0x7B: 61280 in fp16,
+// 1.3e36 in fp32, finite so that a ReLU or a max does not hide it as it hides NaN, NOTES.md v12),
+// runs the op, compares its declared writes with the first forward's, and puts the other bytes
+// back. The first op whose writes differ read outside its declaration (later ones may only
+// inherit its wrong output).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -51,6 +52,10 @@ std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison
     DF_CUDA(cudaMalloc(&ref, std::max<size_t>(ref_off.back(), 16)));
     DF_CUDA(cudaMalloc(&shadow, std::max<size_t>(size, 16)));
     DF_CUDA(cudaMalloc(&flags, max_spans));
+    // Both forwards start from the arena an eager forward of these inputs leaves: bytes that an op
+    // declares but that no launch has written yet at its place (an op absorbed into a later launch,
+    // a partial write) then hold the same leftovers in both, not the leftovers of whatever ran before.
+    run_eager_hooked(batch, [](int, bool) {});
     // Forward 1: each op's declared writes as it left them.
     run_eager_hooked(batch, [&](int i, bool before) {
       if (i < 0 || before) return;
