@@ -19,6 +19,7 @@
 #include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
+#include "op_diff.h"
 #include "output_diff.h"
 #include "r18_bundle.h"
 
@@ -204,25 +205,6 @@ INSTANTIATE_TEST_SUITE_P(R18vd, CudaCaptureHazards,
                          ::testing::Values("", "DETFORGE_CUDA_CONV_HANDLES=0 DETFORGE_CUDA_GRAPH_CHECK=0",
                                            "DETFORGE_CUDA_CONV_LINEAR=2 DETFORGE_CUDA_GRAPH_CHECK=0"));
 
-// Op-by-op comparison of two DETFORGE_CUDA_SNAPSHOTS sets of one engine: how many ops' outputs
-// differ and the first three in issue order (stream, what they launch, changed bytes).
-int changed_ops(cuda::CudaEngine& e, int batch, const std::vector<cuda::CudaEngine::OpSnapshot>& a,
-                const std::vector<cuda::CudaEngine::OpSnapshot>& b, std::string* firsts) {
-  EXPECT_EQ(a.size(), b.size());
-  int changed = 0;
-  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
-    EXPECT_EQ(a[k].op, b[k].op);
-    if (a[k].bytes == b[k].bytes) continue;
-    if (changed++ < 3) {
-      size_t bytes = 0;
-      for (size_t j = 0; j < a[k].bytes.size(); ++j) bytes += a[k].bytes[j] != b[k].bytes[j];
-      *firsts += "\n    " + a[k].name + " (op " + std::to_string(a[k].op) + ", " + e.op_launch_summary(batch, a[k].op) +
-                 "): " + std::to_string(bytes) + " of " + std::to_string(a[k].bytes.size()) + " bytes";
-    }
-  }
-  return changed;
-}
-
 // Where replays start to differ (DETFORGE_CUDA_SNAPSHOTS=1 copies every op's output inside the
 // graph): per differing replay, the first ops in issue order whose output changed, and how many
 // ops changed. The first changed op is where a race lands: its producers' snapshots are
@@ -340,10 +322,6 @@ TEST(CudaDeterminism, DISABLED_R18vdFirstOpWhereGraphAndEagerDifferWithoutReuse)
   auto eng = fp16_engine(lb.graph, 2, {"DETFORGE_CUDA_ARENA_REUSE=0"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
-  auto value = [](const cuda::CudaEngine::OpOutput& o, size_t k) -> double {
-    if (o.i32) return reinterpret_cast<const int32_t*>(o.bytes.data())[k];
-    return fp16_to_fp32(reinterpret_cast<const uint16_t*>(o.bytes.data())[k]);
-  };
   for (int batch : {1, 2}) {
     ASSERT_TRUE(e->graph_captured(batch));
     int differing = 0;
@@ -355,20 +333,8 @@ TEST(CudaDeterminism, DISABLED_R18vdFirstOpWhereGraphAndEagerDifferWithoutReuse)
       e->run_eager(px.data(), batch);
       const auto x = e->op_outputs(batch);
       ASSERT_EQ(g.size(), x.size());
-      int ops = 0;
       std::string firsts;
-      for (size_t j = 0; j < g.size(); ++j) {
-        if (g[j].bytes == x[j].bytes || ops++ >= 3) continue;
-        const size_t n = g[j].bytes.size() / (g[j].i32 ? 4 : 2);
-        size_t diff = 0;
-        double worst = 0;
-        for (size_t q = 0; q < n; ++q) {
-          const double a = value(g[j], q), b = value(x[j], q);
-          if (a != b) ++diff, worst = std::max(worst, std::fabs(a - b));
-        }
-        firsts += "\n    " + e->graph().ops[g[j].op].name + " (" + e->op_launch_summary(batch, g[j].op) + "): " +
-                  std::to_string(diff) + " of " + std::to_string(n) + " values, max |diff| " + std::to_string(worst);
-      }
+      const int ops = changed_outputs(*e, batch, g, x, &firsts);
       if (ops) {
         ++differing;
         report += "\n  input " + std::to_string(k) + ": " + std::to_string(ops) + " ops differ, first:" + firsts;

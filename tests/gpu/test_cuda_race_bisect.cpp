@@ -17,7 +17,6 @@
 // below tell those apart).
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,10 +26,10 @@
 #include <vector>
 
 #include "backends/cuda/cuda_engine.h"
-#include "core/half.h"
 #include "engine_settings.h"
 #include "gpu_test_util.h"
 #include "io/bundle_graph.h"
+#include "op_diff.h"
 #include "output_diff.h"
 #include "r18_bundle.h"
 
@@ -46,30 +45,6 @@ int race_inputs() {
 size_t pixels_per_image(const LoadedBundle& lb) {
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   return static_cast<size_t>(in[0] * in[1] * in[2]);
-}
-
-// The first three ops whose outputs differ between two op_outputs() sets, with counts.
-std::string first_differing_ops(cuda::CudaEngine& e, const std::vector<cuda::CudaEngine::OpOutput>& g,
-                                const std::vector<cuda::CudaEngine::OpOutput>& x, int* ops) {
-  std::string s;
-  *ops = 0;
-  for (size_t j = 0; j < g.size() && j < x.size(); ++j) {
-    if (g[j].bytes == x[j].bytes || (*ops)++ >= 3) continue;
-    const size_t n = g[j].bytes.size() / (g[j].i32 ? 4 : 2);
-    size_t diff = 0;
-    double worst = 0;
-    for (size_t q = 0; q < n; ++q) {
-      const double a = g[j].i32 ? reinterpret_cast<const int32_t*>(g[j].bytes.data())[q]
-                                : fp16_to_fp32(reinterpret_cast<const uint16_t*>(g[j].bytes.data())[q]);
-      const double b = x[j].i32 ? reinterpret_cast<const int32_t*>(x[j].bytes.data())[q]
-                                : fp16_to_fp32(reinterpret_cast<const uint16_t*>(x[j].bytes.data())[q]);
-      if (a != b) ++diff, worst = std::max(worst, std::fabs(a - b));
-    }
-    s += "\n      op " + std::to_string(g[j].op) + " " + e.graph().ops[g[j].op].name + " (" +
-         e.op_launch_summary(1, g[j].op) + "): " + std::to_string(diff) + "/" + std::to_string(n) + " values, max " +
-         std::to_string(worst);
-  }
-  return s;
 }
 
 class CudaRaceBisect : public ::testing::TestWithParam<const char*> {};
@@ -98,9 +73,9 @@ TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
     const auto x = e->run_eager(px.data(), 1);
     const bool bad1 = !same_outputs(g1, x);
     if (bad1) which += " " + std::to_string(k);
-    std::vector<cuda::CudaEngine::OpOutput> x_ops;  // the eager forward's, before anything else runs
-    if (bad1 && by_op && after_other < 4) x_ops = e->op_outputs(1);
     if (bad1 && after_other++ < 4) {
+      std::vector<cuda::CudaEngine::OpOutput> x_ops;  // the eager forward's, before anything else runs
+      if (by_op) x_ops = e->op_outputs(1);
       report += "\n  input " + std::to_string(k) + ", graph after another input:" + describe_difference(x, g1);
       // Bound to the input or to a stretch of time: the graph once more after a pause.
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -115,14 +90,13 @@ TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
       report += std::string("\n    eager without reuse ") + (same_outputs(r, x) ? "equals" : "differs from") +
                 " this eager, " + (same_outputs(r, g1) ? "equals" : "differs from") + " this graph";
       if (after_other == 1) {  // data-dependent writes outside an op's outputs, on this input (eager)
-        e->run(px.data(), 1);
         std::string list;
         for (const auto& w : e->stray_writes(1)) list += "\n      " + w;
         report += "\n    stray writes on this input: " + (list.empty() ? std::string("none") : list);
       }
       if (by_op) {
-        int ops = 0;
-        const std::string firsts = first_differing_ops(*e, g1_ops, x_ops, &ops);
+        std::string firsts;
+        const int ops = changed_outputs(*e, 1, g1_ops, x_ops, &firsts);
         report += "\n    " + std::to_string(ops) + " ops differ, first:" + firsts;
       }
     }
@@ -163,16 +137,8 @@ TEST(CudaRaceBisectSnapshots, DISABLED_R18vdFirstOpsThatDiffer) {
     const auto gs = e->op_snapshots(1);
     const auto x = e->run_eager(px.data(), 1);
     if (same_outputs(g, x)) continue;
-    const auto xs = e->op_snapshots(1);
-    int ops = 0;
     std::string firsts;
-    for (size_t j = 0; j < gs.size() && j < xs.size(); ++j) {
-      if (gs[j].bytes == xs[j].bytes || ops++ >= 3) continue;
-      size_t n = 0;
-      for (size_t q = 0; q < gs[j].bytes.size(); ++q) n += gs[j].bytes[q] != xs[j].bytes[q];
-      firsts += "\n      op " + std::to_string(gs[j].op) + " " + gs[j].name + " (" + e->op_launch_summary(1, gs[j].op) +
-                "): " + std::to_string(n) + " of " + std::to_string(gs[j].bytes.size()) + " bytes";
-    }
+    const int ops = changed_ops(*e, 1, e->op_snapshots(1), gs, &firsts);
     if (differing++ < 6)
       report += "\n  input " + std::to_string(k) + ":" + describe_difference(x, g) + "\n    " + std::to_string(ops) +
                 " ops differ, first:" + firsts;
@@ -200,8 +166,7 @@ TEST(CudaRaceBisectStrayReads, DISABLED_R18vdOnTheInputsThatDiffered) {
     // inputs were 168-191 of 240: bound to the input, or to a stretch of time?)
     const auto g = e->run(px.data(), 1);
     const bool differs = !same_outputs(g, e->run_eager(px.data(), 1));
-    e->run(px.data(), 1);
-    const auto found = e->stray_reads(1);
+    const auto found = e->stray_reads(1);  // on the inputs run_eager left in place
     std::string list;
     for (size_t k = 0; k < found.size() && k < 6; ++k) list += "\n    " + found[k];
     std::printf("stray reads, seed %u (graph %s eager): %zu ops%s\n", seed, differs ? "differs from" : "equals",

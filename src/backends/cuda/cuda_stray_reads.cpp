@@ -28,13 +28,14 @@ std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison
   char* arena = static_cast<char*>(arena_);
   std::vector<std::vector<graph::Span>> writes(g_.ops.size()), allowed(g_.ops.size());
   std::vector<size_t> ref_off(g_.ops.size() + 1, 0);
+  auto compared = [](const graph::Span& w) { return (w.second - w.first) / 16 * 16; };  // whole 16-byte words
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     writes[i] = graph::spans_inside(p.acc[i + 1].writes, base, size);
     auto both = p.acc[i + 1].reads;
     both.insert(both.end(), p.acc[i + 1].writes.begin(), p.acc[i + 1].writes.end());
     allowed[i] = graph::spans_inside(both, base, size);
     size_t n = 0;
-    for (const auto& w : writes[i]) n += (w.second - w.first) / 16 * 16;  // compared in 16-byte words
+    for (const auto& w : writes[i]) n += compared(w);
     ref_off[i + 1] = ref_off[i] + n;
   }
   char* ref = nullptr;
@@ -61,7 +62,7 @@ std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison
       if (i < 0 || before) return;
       size_t at = ref_off[i];
       for (const auto& w : writes[i]) {
-        const size_t n = (w.second - w.first) / 16 * 16;
+        const size_t n = compared(w);
         DF_CUDA(cudaMemcpyAsync(ref + at, arena + w.first, n, cudaMemcpyDeviceToDevice, stream_));
         at += n;
       }
@@ -79,7 +80,7 @@ std::vector<std::string> CudaEngine::stray_reads(int batch, unsigned char poison
       DF_CUDA(cudaMemsetAsync(flags, 0, max_spans, stream_));
       size_t at = ref_off[i];
       for (size_t k = 0; k < writes[i].size(); ++k) {
-        const size_t n = (writes[i][k].second - writes[i][k].first) / 16 * 16;
+        const size_t n = compared(writes[i][k]);
         mark_changed_chunks(arena + writes[i][k].first, ref + at, n, n, flags + k, stream_);
         at += n;
       }
