@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Run THERE after scripts/device_build.sh detforge_gpu_tests (same command): the third round of
-# the graph-versus-eager diagnosis (NOTES.md v26; the disabled tests in
+# Run THERE after scripts/device_build.sh detforge_gpu_tests (same command): the graph-versus-eager
+# diagnosis (NOTES.md v26-v27; tests/gpu/test_cuda_eager_fence.cpp and the disabled tests in
 # tests/gpu/test_cuda_race_bisect.cpp), most decisive first, so that a call cut short still says
 # something:
-# 1. stray reads: on the inputs that differed, does an op read arena bytes it does not declare
-#    (CudaRaceBisectStrayReads; CudaEngine::stray_reads);
-# 2. the first ops whose outputs differ between graph and eager on a differing input
-#    (CudaRaceBisectSnapshots, DETFORGE_CUDA_SNAPSHOTS=1);
-# 3. graph after another input / after the same input, by setting (CudaRaceBisect/0..4): the
-#    default, no arena reuse, one stream, one stream without PDL, one stream without the memset
-#    rewrite; on a differing input, which side an engine without reuse agrees with, and stray writes.
+# 1. the eager forward queued behind a GPU stall against the graph, with the eager fence (the
+#    default) and without (CudaEagerFence): is eager the side that is off, through the libraries'
+#    early starts?
+# 2. graph after another input / after the same input, by setting (CudaRaceBisect/0..5): the
+#    fenced default, then without the fence as sessions 22-23 ran (their default, no arena reuse,
+#    one stream, one stream without PDL, one stream without the memset rewrite); on a differing
+#    input: eager again, the graph 300 ms later, an engine without reuse, stray writes;
+# 3. stray reads on the seeds that differed in session 23 (CudaRaceBisectStrayReads);
+# 4. the first ops whose outputs differ (CudaRaceBisectSnapshots).
 #   scripts/device_race_bisect.sh <out-dir> [inputs per setting, default 240]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +25,10 @@ check() {  # name, gtest filter, timeout
   echo "== $1 (rc $?)"
   grep -E -A12 "^stray reads|^race bisect" "$out/$1.log" | cut -c1-300 | head -60
 }
+DETFORGE_RACE_INPUTS=$n timeout 120 "$T" --gtest_also_run_disabled_tests --gtest_filter='CudaEagerFence.*' \
+  >"$out/eager_fence.log" 2>&1
+echo "== eager_fence (rc $?)"; grep -E "^eager queued|OK \]|FAILED \]" "$out/eager_fence.log" | cut -c1-400
+for p in 0 1; do check "bisect_$p" "*CudaRaceBisect.*/$p" 90; done
 check stray_reads '*CudaRaceBisectStrayReads*' 60
+for p in 3 4 5 2; do check "bisect_$p" "*CudaRaceBisect.*/$p" 90; done
 check snapshots '*CudaRaceBisectSnapshots*' 90
-for p in 0 1 2 3 4; do check "bisect_$p" "*CudaRaceBisect.*/$p" 90; done

@@ -1,6 +1,7 @@
 #include "backends/cuda/cublaslt_linear.h"
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/kernels.h"
 
 namespace detforge::cuda {
 
@@ -58,6 +59,7 @@ LtLinear::~LtLinear() {
 
 void LtLinear::run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
                    cudaStream_t s) const {
+  fence_before_library(s);
   const float one = 1.f, zero = 0.f;
   if (bias) DF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   // The residual enters as C with beta = 1, before the epilogue: y = act(xW^T + res + b).

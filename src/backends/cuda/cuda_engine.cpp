@@ -292,6 +292,10 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
 void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
                          const std::function<void(int, bool)>* hook) {
   concurrent = concurrent && p.sched.streams > 1 && !check;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  DF_CUDA(cudaStreamIsCapturing(stream_, &capturing));
+  // Eager only: the graph makes the early-start edges into library kernels full (harden_edges).
+  const LibraryFence fence(eager_fence_ && capturing == cudaStreamCaptureStatusNone);
   const auto& sc = p.sched;
   auto stream_of = [&](size_t e) { return !concurrent || sc.stream[e] == 0 ? stream_ : side_[sc.stream[e] - 1]; };
   auto ws_of = [&](size_t e) { return !concurrent || sc.stream[e] == 0 ? workspace_ : side_ws_[sc.stream[e] - 1]; };
@@ -543,9 +547,10 @@ void CudaEngine::run_eager_hooked(int batch, const std::function<void(int, bool)
   DF_CUDA(cudaStreamSynchronize(stream_));
 }
 
-std::vector<HostTensor> CudaEngine::run_eager(const float* pixels, int batch) {
+std::vector<HostTensor> CudaEngine::run_eager(const float* pixels, int batch, long long stall_cycles) {
   BatchPlan& p = plan(batch);
   upload_input(pixels, batch);
+  if (stall_cycles > 0) gpu_stall(stall_cycles, stream_);
   forward(p, batch, false);
   queue_download(batch);
   return wait();

@@ -38,6 +38,7 @@ void CudaEngine::read_settings() {
   // within noise; both on by default (=0 turns each off).
   memset_kernels_ = env_int("DETFORGE_CUDA_MEMSET_KERNELS", 1, 0, 1) != 0;
   early_outputs_ = env_int("DETFORGE_CUDA_EARLY_OUTPUTS", 1, 0, 1) != 0;
+  eager_fence_ = env_int("DETFORGE_CUDA_EAGER_FENCE", 1, 0, 1);
   gpu_select_ = env_int("DETFORGE_CUDA_GPU_SELECT", 1, 0, 1) != 0;  // run_images_selected()
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   if (hw < static_cast<unsigned>(stage_threads_)) stage_threads_ = 0;  // the default: one copy thread was slower than serial

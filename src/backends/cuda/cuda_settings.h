@@ -58,6 +58,14 @@ struct CudaSettings {
   // tail of the batch-1 forward (H200 timeline).
   bool early_outputs_ = true;
   int pdl_mode_ = 1;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels (default), 2 same-stream edges only
+  // DETFORGE_CUDA_EAGER_FENCE: 1 (default) in the eager (uncaptured) forward every op that runs a
+  // library kernel is preceded by pdl_fence, 0 none. Why: cuDNN and cuBLASLt launch some kernels
+  // for an early start (capture gives them programmatic edges, NOTES.md v12), and those kernels
+  // read their inputs without waiting (CudaLibraryWaits). The graph makes such edges full
+  // (harden_edges); the eager forward had nothing, so when its launches queued up behind a busy
+  // GPU a library kernel could read its input before the op before it had written it: the
+  // suspected cause of the graph-vs-eager difference of NOTES.md v25-v26 (CudaEagerFence tests it).
+  int eager_fence_ = 1;
   // DETFORGE_CUDA_SMALL_LINEAR: 0 off, 1 (default) linears with K <= 8 on kernels/small_linear.cu
   // instead of cuBLASLt, 2 also those with N <= 8 (build_op_plan).
   int small_linear_ = 1;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/kernels.h"
 
 namespace detforge::cuda {
 
@@ -92,6 +93,7 @@ const char* CudnnConv::algo_name() const {
 }
 
 void CudnnConv::run(const void* x, const void* w, void* y, void* ws, cudaStream_t s) const {
+  fence_before_library(s);
   const float one = 1.f, zero = 0.f;
   DF_CUDNN(cudnnSetStream(h_, s), what_);
   DF_CUDNN(cudnnConvolutionForward(h_, &one, xd_, x, wd_, w, cd_, algo_, ws, ws_, &zero, yd_, y), what_);

@@ -11,6 +11,7 @@
 
 #include "backends/cuda/conv_select.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/kernels.h"
 #endif
 
 namespace detforge::cuda {
@@ -51,6 +52,7 @@ class FrontendConv : public FusedConv {
   bool uses_cublaslt() const override { return lt; }
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* wsp,
            cudaStream_t s) const override {
+    fence_before_library(s);
     auto vp = pack(x, w, bias, residual, y);
     if (cudnnSetStream(h, s) != CUDNN_STATUS_SUCCESS) throw Error("cudnnSetStream failed");
     auto st = plan >= 0 ? graph.execute_plan_at_index(h, vp, wsp, plan) : graph.execute(h, vp, wsp);

@@ -30,6 +30,25 @@ class PdlOff {
  private:
   bool active_, prev_;
 };
+// An empty kernel launched without the programmatic attribute and never releasing its
+// dependents early: the next kernel on s starts only after every launch before the fence has
+// finished, whatever attribute it was launched with.
+void pdl_fence(cudaStream_t s);
+// While a LibraryFence(true) is in scope, fence_before_library(s) (called by the cuDNN and
+// cuBLASLt wrappers before they launch) puts a pdl_fence on s, for the current thread. Why: the
+// libraries launch some kernels for an early start that then read their inputs without waiting
+// (cuda_settings.h at eager_fence_); CudaEngine::forward holds one in the eager forward.
+class LibraryFence {
+ public:
+  explicit LibraryFence(bool on);
+  ~LibraryFence();
+  LibraryFence(const LibraryFence&) = delete;
+  LibraryFence& operator=(const LibraryFence&) = delete;
+
+ private:
+  bool prev_;
+};
+void fence_before_library(cudaStream_t s);
 
 // elementwise.cu
 // y[i] = act(x[i] + bias[i % C] (+ res[i])), n elements; bias may be null, res may be null.
@@ -53,6 +72,9 @@ void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* co
 // once, spins spin_cycles, then copies bytes (a multiple of 16); plain_copy copies without waiting.
 void late_copy(const void* src, void* dst, size_t bytes, long long spin_cycles, cudaStream_t s);
 void plain_copy(const void* src, void* dst, size_t bytes, cudaStream_t s);
+// Holds s for spin_cycles (SM clock cycles) and releases nothing early: launches queued behind it
+// then run back to back, as a graph's do (the eager-fence test).
+void gpu_stall(long long spin_cycles, cudaStream_t s);
 
 // layer_norm.cu: y = LN(x (+res)) over the last dim C, rows = batch*L. Statistics in fp32.
 // With add2 and y2 (both or neither): also y2 = y + add2, y as stored (the bytes of add_act).
