@@ -26,35 +26,34 @@ namespace {
 // cuDNN, cuBLASLt and launch calls) before the GPU gets to it.
 constexpr long long kStallCycles = 20'000'000;
 
-// Of `n` fresh batch-1 inputs, how many give the eager forward (queued behind the stall) outputs
-// other than the graph's; `report` describes the first.
-int queued_eager_differs(cuda::CudaEngine& e, const LoadedBundle& lb, int n, std::string* report) {
+// Of 8 fresh batch-1 inputs, how many give the eager forward (queued behind the stall) outputs
+// other than the graph's, on an engine built with `settings` (printed, with the first difference,
+// under `label`); -1 when the engine has no graph.
+int queued_eager_differs(const char* settings, const char* label) {
+  LoadedBundle lb = load_bundle_graph(r18_bundle());
+  auto eng = fp16_engine(lb.graph, 1, {settings});
+  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
+  if (!e || !e->graph_captured(1)) return -1;
   const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
   const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
   int differing = 0;
-  for (int k = 0; k < n; ++k) {
+  std::string report;
+  for (int k = 0; k < 8; ++k) {
     const std::vector<float> px = random_vec(per, 0, 1, 700 + k);
-    const auto g = e.run(px.data(), 1);
-    const auto x = e.run_eager(px.data(), 1, kStallCycles);
+    const auto g = e->run(px.data(), 1);
+    const auto x = e->run_eager(px.data(), 1, kStallCycles);
     if (same_outputs(g, x)) continue;
-    if (differing++ == 0) *report = "input " + std::to_string(k) + ":" + describe_difference(g, x);
+    if (differing++ == 0) report = "; input " + std::to_string(k) + ":" + describe_difference(g, x);
   }
+  std::printf("eager queued behind a stall, %s: differs from the graph on %d of 8 inputs%s\n", label, differing,
+              report.c_str());
   return differing;
 }
 
 TEST(CudaEagerFence, R18vdEagerQueuedBehindAStallEqualsTheGraph) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  LoadedBundle lb = load_bundle_graph(r18_bundle());
-  auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_GRAPH_CHECK=0"});
-  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
-  ASSERT_NE(e, nullptr);
-  ASSERT_TRUE(e->graph_captured(1));
-  std::string report;
-  const int differing = queued_eager_differs(*e, lb, 8, &report);
-  std::printf("eager queued behind a stall, fenced: differs from the graph on %d of 8 inputs %s\n", differing,
-              report.c_str());
-  EXPECT_EQ(differing, 0) << report;
+  EXPECT_EQ(queued_eager_differs("DETFORGE_CUDA_GRAPH_CHECK=0", "fenced"), 0);
 }
 
 // The mechanism: without the fence the same queued eager forward differs from the graph (a
@@ -63,16 +62,7 @@ TEST(CudaEagerFence, R18vdEagerQueuedBehindAStallEqualsTheGraph) {
 TEST(CudaEagerFence, DISABLED_R18vdWithoutTheFenceTheQueuedEagerDiffers) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  LoadedBundle lb = load_bundle_graph(r18_bundle());
-  auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_GRAPH_CHECK=0 DETFORGE_CUDA_EAGER_FENCE=0"});
-  auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
-  ASSERT_NE(e, nullptr);
-  ASSERT_TRUE(e->graph_captured(1));
-  std::string report;
-  const int differing = queued_eager_differs(*e, lb, 8, &report);
-  std::printf("eager queued behind a stall, no fence: differs from the graph on %d of 8 inputs %s\n", differing,
-              report.c_str());
-  EXPECT_GT(differing, 0);
+  EXPECT_GT(queued_eager_differs("DETFORGE_CUDA_GRAPH_CHECK=0 DETFORGE_CUDA_EAGER_FENCE=0", "no fence"), 0);
 }
 
 }  // namespace
