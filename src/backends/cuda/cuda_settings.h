@@ -58,8 +58,9 @@ struct CudaSettings {
   // tail of the batch-1 forward (H200 timeline).
   bool early_outputs_ = true;
   int pdl_mode_ = 1;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels (default), 2 same-stream edges only
-  // DETFORGE_CUDA_EAGER_FENCE: 1 (default) in the eager (uncaptured) forward every op that runs a
-  // library kernel is preceded by pdl_fence, 0 none. Why: cuDNN and cuBLASLt launch some kernels
+  // DETFORGE_CUDA_EAGER_FENCE: 1 (default) in the eager (uncaptured) forward every cuDNN and
+  // cuBLASLt launch is preceded by pdl_fence (the wrappers call fence_before_library while forward
+  // holds a LibraryFence), 0 none; the graph is unchanged. Why: cuDNN and cuBLASLt launch some kernels
   // for an early start (capture gives them programmatic edges, NOTES.md v12), and those kernels
   // read their inputs without waiting (CudaLibraryWaits). The graph makes such edges full
   // (harden_edges); the eager forward had nothing, so when its launches queued up behind a busy
