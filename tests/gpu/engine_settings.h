@@ -39,6 +39,12 @@ inline std::unique_ptr<Engine> engine_with(const graph::Graph& g, const std::str
   return eng;
 }
 
+// The values of one image of `g`'s input (H x W x C), for random_vec inputs.
+inline size_t input_values_per_image(const graph::Graph& g) {
+  const auto& in = g.tensor(g.inputs[0]).shape;
+  return static_cast<size_t>(in[0] * in[1] * in[2]);
+}
+
 inline std::unique_ptr<Engine> fp16_engine(const graph::Graph& g, int max_batch, const std::vector<std::string>& settings) {
   return engine_with(g, "fp16", max_batch, settings);
 }

@@ -34,8 +34,7 @@ int queued_eager_differs(const char* settings, const char* label) {
   auto eng = fp16_engine(lb.graph, 1, {settings});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   if (!e || !e->graph_captured(1)) return -1;
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const size_t per = static_cast<size_t>(in[0] * in[1] * in[2]);
+  const size_t per = input_values_per_image(lb.graph);
   int differing = 0;
   std::string report;
   for (int k = 0; k < 8; ++k) {

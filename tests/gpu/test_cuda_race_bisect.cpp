@@ -42,11 +42,6 @@ int race_inputs() {
   return v ? std::max(1, std::atoi(v)) : 200;
 }
 
-size_t pixels_per_image(const LoadedBundle& lb) {
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  return static_cast<size_t>(in[0] * in[1] * in[2]);
-}
-
 class CudaRaceBisect : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
@@ -54,7 +49,7 @@ TEST_P(CudaRaceBisect, DISABLED_R18vdGraphAfterAnotherInputAndAfterTheSame) {
   DETFORGE_REQUIRE_SHARED();
   const int n_inputs = race_inputs();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const size_t per = pixels_per_image(lb);
+  const size_t per = input_values_per_image(lb.graph);
   const std::string setting = GetParam();
   const bool by_op = setting.find("ARENA_REUSE=0") != std::string::npos;
   auto eng = fp16_engine(lb.graph, 1, {setting});
@@ -128,7 +123,7 @@ TEST(CudaRaceBisectSnapshots, DISABLED_R18vdFirstOpsThatDiffer) {
   DETFORGE_REQUIRE_SHARED();
   const int n_inputs = race_inputs();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const size_t per = pixels_per_image(lb);
+  const size_t per = input_values_per_image(lb.graph);
   auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_SNAPSHOTS=1 DETFORGE_CUDA_GRAPH_CHECK=0"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
@@ -159,7 +154,7 @@ TEST(CudaRaceBisectStrayReads, DISABLED_R18vdOnTheInputsThatDiffered) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
   LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const size_t per = pixels_per_image(lb);
+  const size_t per = input_values_per_image(lb.graph);
   auto eng = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_GRAPH_CHECK=0"});
   auto* e = dynamic_cast<cuda::CudaEngine*>(eng.get());
   ASSERT_NE(e, nullptr);
