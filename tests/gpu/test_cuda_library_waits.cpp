@@ -1,8 +1,8 @@
 // Do cuBLASLt's and cuDNN's kernels wait for a programmatic predecessor (griddepcontrol.wait
 // before their first global access)? The engine's graph makes the edges into library kernels
 // full (NOTES.md v12: a cuDNN conv read its input before the producer had finished), which costs
-// each library kernel its launch overlap. DETFORGE_CUDA_FULL_EDGES=3 makes the edges into the
-// kernels that wait programmatic (cuDNN's engine 41); these tests are its evidence.
+// each library kernel its launch overlap. DETFORGE_CUDA_FULL_EDGES=3 (the default) makes the edges
+// into the kernels that wait programmatic (cuDNN's engine 41); these tests are its evidence.
 //
 // The probe: late_copy releases its dependents at once, spins ~100 us, then writes the op's
 // input (read probe) or reads the op's output (write probe). The op follows it in a captured

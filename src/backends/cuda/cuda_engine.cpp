@@ -547,10 +547,9 @@ void CudaEngine::run_eager_hooked(int batch, const std::function<void(int, bool)
   DF_CUDA(cudaStreamSynchronize(stream_));
 }
 
-std::vector<HostTensor> CudaEngine::run_eager(const float* pixels, int batch, long long stall_cycles) {
+std::vector<HostTensor> CudaEngine::run_eager(const float* pixels, int batch) {
   BatchPlan& p = plan(batch);
   upload_input(pixels, batch);
-  if (stall_cycles > 0) gpu_stall(stall_cycles, stream_);
   forward(p, batch, false);
   queue_download(batch);
   return wait();

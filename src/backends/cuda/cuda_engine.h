@@ -111,10 +111,8 @@ class CudaEngine : public Engine, private CudaSettings {
   std::string conv_fusion_summary(int batch);
   size_t arena_bytes() const { return arena_bytes_; }
   size_t weight_bytes() const { return weight_bytes_; }
-  // Eager (uncaptured) forward, for graph-replay-equals-eager tests. stall_cycles > 0 queues it
-  // behind gpu_stall: the host then enqueues the whole forward before the GPU starts it, and the
-  // GPU runs its launches back to back as it runs a graph (CudaEagerFence).
-  std::vector<HostTensor> run_eager(const float* pixels, int batch, long long stall_cycles = 0);
+  // Eager (uncaptured) forward, for graph-replay-equals-eager tests.
+  std::vector<HostTensor> run_eager(const float* pixels, int batch);
   // Linear chains (graph/row_chains.h) that run as one row_mlp launch at `batch`, of those found.
   int row_chains_fused(int batch);
   int row_chains_found() const { return static_cast<int>(row_chains_.size()); }

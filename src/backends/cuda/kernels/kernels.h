@@ -72,9 +72,6 @@ void count_nonfinite(const void* x, int64_t n, bool half, unsigned long long* co
 // once, spins spin_cycles, then copies bytes (a multiple of 16); plain_copy copies without waiting.
 void late_copy(const void* src, void* dst, size_t bytes, long long spin_cycles, cudaStream_t s);
 void plain_copy(const void* src, void* dst, size_t bytes, cudaStream_t s);
-// Holds s for spin_cycles (SM clock cycles) and releases nothing early: launches queued behind it
-// then run back to back, as a graph's do (the eager-fence test).
-void gpu_stall(long long spin_cycles, cudaStream_t s);
 
 // layer_norm.cu: y = LN(x (+res)) over the last dim C, rows = batch*L. Statistics in fp32.
 // With add2 and y2 (both or neither): also y2 = y + add2, y as stored (the bytes of add_act).

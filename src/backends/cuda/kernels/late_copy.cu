@@ -2,7 +2,6 @@
 // late_copy releases its dependents at once, spins, then copies: a dependent that reads dst (or
 // writes src) before its griddepcontrol.wait sees the old bytes (or spoils the copy).
 // plain_copy never waits: the control that shows the probe can see a kernel that does not wait.
-// gpu_stall holds a stream so that what is queued behind it runs back to back (test_cuda_eager_fence.cpp).
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/kernels.h"
 
@@ -23,12 +22,6 @@ __global__ void plain_copy_k(const uint4* src, uint4* dst, size_t n16) {
     dst[i] = src[i];
 }
 
-__global__ void stall_k(long long spin) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < spin) {
-  }
-}
-
 size_t units(size_t bytes) {
   if (bytes % 16) throw Error("late_copy: the byte count must be a multiple of 16");
   return bytes / 16;
@@ -43,11 +36,6 @@ void late_copy(const void* src, void* dst, size_t bytes, long long spin_cycles, 
 
 void plain_copy(const void* src, void* dst, size_t bytes, cudaStream_t s) {
   plain_copy_k<<<32, 256, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), units(bytes));
-  DF_CUDA(cudaGetLastError());
-}
-
-void gpu_stall(long long spin_cycles, cudaStream_t s) {
-  stall_k<<<1, 32, 0, s>>>(spin_cycles);
   DF_CUDA(cudaGetLastError());
 }
 
