@@ -59,6 +59,17 @@ struct ConvBuffers {
   cudaStream_t stream = nullptr;
 };
 
+// y[rows, N] = x[rows, K] W[N, K]^T as a 1x1 convolution of one image of rows x 1 pixels.
+inline ConvShape linear_as_conv(int64_t rows, int N, int K) {
+  ConvShape s;
+  s.B = 1;
+  s.H = s.Ho = static_cast<int>(rows);
+  s.W = s.Wo = 1;
+  s.Ci = K;
+  s.Co = N;
+  return s;
+}
+
 struct ConvChoice {
   int variant = -1;  // -1: cuDNN
   double library_us = 0, chosen_us = 0;

@@ -46,8 +46,25 @@ LtLinear::LtLinear(cublasLtHandle_t h, int M, int N, int K, bool half, bool bias
   if (found == 0)
     throw Error("linear " + what_ + ": cuBLASLt has no algorithm for M=" + std::to_string(M) + " N=" +
                 std::to_string(N) + " K=" + std::to_string(K));
-  algo_ = res[0].algo;
-  ws_ = res[0].workspaceSize;
+  for (int k = 0; k < found; ++k) {
+    // An in-place split-K reduction may accumulate through atomics: not bit-reproducible, so
+    // never a candidate (the first result is kept whatever it is, as before).
+    int32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t got = 0;
+    if (k > 0 && cublasLtMatmulAlgoConfigGetAttribute(&res[k].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                      sizeof(scheme), &got) == CUBLAS_STATUS_SUCCESS &&
+        scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE)
+      continue;
+    algos_.push_back(res[k].algo);
+    ws_sizes_.push_back(res[k].workspaceSize);
+  }
+  choose(0);
+}
+
+void LtLinear::choose(int k) {
+  if (k < 0 || k >= candidates()) throw Error("linear " + what_ + ": no cuBLASLt candidate " + std::to_string(k));
+  chosen_ = k;
+  ws_ = ws_sizes_[k];
 }
 
 LtLinear::~LtLinear() {
@@ -59,12 +76,19 @@ LtLinear::~LtLinear() {
 
 void LtLinear::run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
                    cudaStream_t s) const {
+  run_candidate(chosen_, x, w, bias, residual, y, ws, s);
+}
+
+void LtLinear::run_candidate(int k, const void* x, const void* w, const void* bias, const void* residual, void* y,
+                             void* ws, cudaStream_t s) const {
+  if (k < 0 || k >= candidates()) throw Error("linear " + what_ + ": no cuBLASLt candidate " + std::to_string(k));
   fence_before_library(s);
   const float one = 1.f, zero = 0.f;
   if (bias) DF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   // The residual enters as C with beta = 1, before the epilogue: y = act(xW^T + res + b).
   const void* c = residual_ ? residual : y;
-  DF_LT(cublasLtMatmul(h_, op_, &one, w, a_, x, b_, residual_ ? &one : &zero, c, c_, y, c_, &algo_, ws, ws_, s));
+  DF_LT(cublasLtMatmul(h_, op_, &one, w, a_, x, b_, residual_ ? &one : &zero, c, c_, y, c_, &algos_[k], ws,
+                       ws_sizes_[k], s));
 }
 
 }  // namespace detforge::cuda

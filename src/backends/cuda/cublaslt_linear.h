@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace detforge::cuda {
 
@@ -26,13 +27,22 @@ class LtLinear {
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
            cudaStream_t s) const;
   size_t workspace_bytes() const { return ws_; }
+  // The heuristic's deterministic candidates (up to 8, its order; 0 is what run() uses until
+  // choose()); DETFORGE_CUDA_LT_TUNE times them (CudaEngine::tune_lt).
+  int candidates() const { return static_cast<int>(algos_.size()); }
+  void run_candidate(int k, const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
+                     cudaStream_t s) const;
+  void choose(int k);
+  int chosen() const { return chosen_; }
 
  private:
   cublasLtHandle_t h_;
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
   size_t ws_ = 0;
+  std::vector<cublasLtMatmulAlgo_t> algos_;
+  std::vector<size_t> ws_sizes_;
+  int chosen_ = 0;
   bool residual_ = false;
   std::string what_;
 };

@@ -455,6 +455,9 @@ class CudaEngine : public Engine, private CudaSettings {
   std::map<std::string, std::shared_ptr<FusedConv>> fused_cache_;
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
+  std::map<std::string, int> lt_choice_cache_;         // tune_lt's candidate, by linear shape key
+  // DETFORGE_CUDA_LT_TUNE (cuda_settings.h at lt_tune_): picks lt's candidate on op's buffers.
+  void tune_lt(LtLinear& lt, const graph::Op& op, int64_t rows, int N, int K, bool bias, bool res);
   int pending_batch_ = 0;
   std::unique_ptr<ImageInput> image_input_;  // gpu-preprocess: created by the first run_images()
   // run_images_selected(): the result words for max_batch images of select_k_ (device and pinned),

@@ -311,7 +311,10 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   else if (p.conv[i])
     what = "cuDNN legacy conv";
   else if (p.lin[i])
-    what = g_.ops[i].kind == graph::OpKind::conv2d ? "cuBLASLt linear (1x1 conv)" : "cuBLASLt linear";
+    what = std::string(g_.ops[i].kind == graph::OpKind::conv2d ? "cuBLASLt linear (1x1 conv)" : "cuBLASLt linear") +
+           (lt_tune_ > 0 ? ", candidate " + std::to_string(p.lin[i]->chosen()) + " of " +
+                               std::to_string(p.lin[i]->candidates())
+                         : "");
   else if (p.small_lin[i] != SmallLinear::none)
     what = std::string("own linear (") + small_linear_name(p.small_lin[i]) + ")";
   return "stream " + std::to_string(p.sched.stream[i + 1]) + ", " + what;

@@ -83,6 +83,7 @@ void CudaEngine::read_settings() {
   arena_reuse_ = env_int("DETFORGE_CUDA_ARENA_REUSE", 1, 0, 1) != 0;
   full_edges_ = env_int("DETFORGE_CUDA_FULL_EDGES", full_edges_, 0, 3);
   lt_sm_target_ = env_int("DETFORGE_CUDA_LT_SM_TARGET", lt_sm_target_, 0, 1024);
+  lt_tune_ = env_int("DETFORGE_CUDA_LT_TUNE", 0, 0, 8);
   conv_linear_ = env_int("DETFORGE_CUDA_CONV_LINEAR", conv_linear_, 0, 3);
   conv_im2col_ = env_int("DETFORGE_CUDA_CONV_IM2COL", 0, 0, 1 << 30);
   offchain_own_ = env_int("DETFORGE_CUDA_OFFCHAIN_OWN", offchain_own_ ? 1 : 0, 0, 1) != 0;

@@ -94,6 +94,13 @@ struct CudaSettings {
   // for one (H200 timeline, 2026-12-03). Measured b1 0.6789 -> 0.6687 and 0.7016 -> 0.6930 ms in
   // two sessions; at batch 32 it cost 0-0.7 %, hence the row cap.
   int lt_sm_target_ = 116;
+  // DETFORGE_CUDA_LT_TUNE=K (fp16; 0 = off, the default; not yet run on a GPU): each cuBLASLt
+  // linear runs on the fastest of the heuristic's first K deterministic candidates, timed inside a
+  // captured graph on the op's own buffers and taken only when >= 2 % faster with the same
+  // output (CudaEngine::tune_lt, as DETFORGE_CUDA_CONV_TUNE_GRAPH does for convs). Why: at batch 1
+  // each decoder layer runs ~11 cuBLASLt GEMMs of 300 rows at 3.2-5 us on the critical path (H100
+  // timeline, session 22), and the heuristic's first pick for such latency-bound shapes is a guess.
+  int lt_tune_ = 0;
   // DETFORGE_CUDA_CONV_LINEAR (fp16 with fused convs): 1x1 stride-1 convs run as cuBLASLt linears
   // over B*H*W pixel rows (the bias and ReLU in the epilogue, other activations in one more pass).
   // 0 (default) off; 1 those with no activation or ReLU (r18vd: the stage-0 shortcut and the six
