@@ -61,10 +61,13 @@ LtLinear::LtLinear(cublasLtHandle_t h, int M, int N, int K, bool half, bool bias
   choose(0);
 }
 
-void LtLinear::choose(int k) {
+void LtLinear::check_candidate(int k) const {
   if (k < 0 || k >= candidates()) throw Error("linear " + what_ + ": no cuBLASLt candidate " + std::to_string(k));
+}
+
+void LtLinear::choose(int k) {
+  check_candidate(k);
   chosen_ = k;
-  ws_ = ws_sizes_[k];
 }
 
 LtLinear::~LtLinear() {
@@ -81,7 +84,7 @@ void LtLinear::run(const void* x, const void* w, const void* bias, const void* r
 
 void LtLinear::run_candidate(int k, const void* x, const void* w, const void* bias, const void* residual, void* y,
                              void* ws, cudaStream_t s) const {
-  if (k < 0 || k >= candidates()) throw Error("linear " + what_ + ": no cuBLASLt candidate " + std::to_string(k));
+  check_candidate(k);
   fence_before_library(s);
   const float one = 1.f, zero = 0.f;
   if (bias) DF_LT(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));

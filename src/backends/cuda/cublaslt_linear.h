@@ -26,7 +26,7 @@ class LtLinear {
   LtLinear& operator=(const LtLinear&) = delete;
   void run(const void* x, const void* w, const void* bias, const void* residual, void* y, void* ws,
            cudaStream_t s) const;
-  size_t workspace_bytes() const { return ws_; }
+  size_t workspace_bytes() const { return ws_sizes_[chosen_]; }
   // The heuristic's deterministic candidates (up to 8, its order; 0 is what run() uses until
   // choose()); DETFORGE_CUDA_LT_TUNE times them (CudaEngine::tune_lt).
   int candidates() const { return static_cast<int>(algos_.size()); }
@@ -39,10 +39,10 @@ class LtLinear {
   cublasLtHandle_t h_;
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
-  size_t ws_ = 0;
   std::vector<cublasLtMatmulAlgo_t> algos_;
   std::vector<size_t> ws_sizes_;
   int chosen_ = 0;
+  void check_candidate(int k) const;  // throws naming the linear when k is out of range
   bool residual_ = false;
   std::string what_;
 };

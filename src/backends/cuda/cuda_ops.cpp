@@ -168,7 +168,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     if (cols || conv_as_linear(i)) {
       const int64_t rows = static_cast<int64_t>(s.B) * s.Ho * s.Wo;
       p.lin[i] = lt_linear(lt_, rows, s.Co, s.kh * s.kw * s.Ci, half_, bias, op.act(), res, workspace_bytes_, op, 0);
-      if (lt_tune_ > 0 && !cols) tune_lt(*p.lin[i], op, rows, s.Co, s.Ci, bias, res);
+      if (!cols) tune_lt(*p.lin[i], op, rows, s.Co, s.Ci, bias, res);
       p.im2col[i] = cols;
       ++(cols ? p.n_conv_im2col : p.n_conv_linear);
       return;
@@ -228,7 +228,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     const bool relu = lt_fuses_relu(op.act(), res);
     p.lin[i] = lt_linear(lt_, rows, N, K, half_, bias, op.act(), res, workspace_bytes_, op,
                          rows >= 4096 && rows <= 16800 ? lt_sm_target_ : 0);
-    if (lt_tune_ > 0) tune_lt(*p.lin[i], op, rows, N, K, bias, res);
+    tune_lt(*p.lin[i], op, rows, N, K, bias, res);
     if (half_ && own_conv_ != OwnConvMode::off) {
       // A linear is a 1x1 convolution over `rows` pixels: our implicit-GEMM variants compete
       // with cuBLASLt, whose tiny GEMMs (300 x 256 x 256) take ~3 us each at batch 1.

@@ -19,20 +19,20 @@ struct CudaSettings {
   size_t arena_guard_ = 0;
   bool arena_reuse_ = true;  // DETFORGE_CUDA_ARENA_REUSE (op_outputs)
   // DETFORGE_CUDA_FULL_EDGES: 1 programmatic edges into library-kernel ops become full edges after
-  // capture (harden_edges), 2 every programmatic edge, 0 none, 3 (the default) see below. Same-stream early
-  // starts are not safe either: hardening only the cross-stream ones (a mode 3, tenth session)
+  // capture (harden_edges), 2 every programmatic edge, 0 none, 3 (the default) see below. Same-stream
+  // early starts are not safe either: hardening only the cross-stream ones (a mode 3, tenth session)
   // left 16 of 16 inputs differing (CudaGraphEqualsEager, H200), so it was removed. Why: without reuse
-  // of arena bytes (op_outputs, ninth session) the first op whose graph output differed from
-  // the eager one was a block's second conv (runtime-compiled cuDNN kernel) whose input came
-  // from another stream, with that input itself equal: it read the input before its producer
-  // had finished, although the graph holds the edge (capture_misses_hazards).
-  // 3 (the default since session 25): as 1, and the edges into the library kernels that do wait
-  // for a programmatic predecessor (cuDNN engine 41, CudaLibraryWaits) made programmatic. The probe
-  // found cuBLASLt's nvjet kernels do not wait: with their edges programmatic the graph differed
-  // from the eager forward on 16 of 16 inputs (H100), so they stay full. Measured (H100): b1
-  // 0.6566/0.6586 against 0.6703/0.6788 ms (session 25), 0.6606/0.6592 against 0.6672/0.6723
-  // (session 22), b32 equal; the GPU suite 180/180 with it. It waited for the graph-vs-eager
-  // difference of NOTES.md v25-v28, which was the eager forward's (closed by eager_fence_).
+  // of arena bytes (op_outputs, ninth session) the first op whose graph output differed from the eager
+  // one was a block's second conv (runtime-compiled cuDNN kernel) whose input came from another
+  // stream, with that input itself equal: it read the input before its producer had finished, although
+  // the graph holds the edge (capture_misses_hazards).
+  // 3 (the default since session 25): as 1, and the edges into the library kernels that do wait for a
+  // programmatic predecessor (cuDNN engine 41, CudaLibraryWaits) made programmatic. The probe found
+  // cuBLASLt's nvjet kernels do not wait: with their edges programmatic the graph differed from the
+  // eager forward on 16 of 16 inputs (H100), so they stay full. Measured (H100): b1 0.6566/0.6586
+  // against 0.6703/0.6788 ms (session 25), 0.6606/0.6592 against 0.6672/0.6723 (session 22), b32
+  // equal; the GPU suite 180/180 with it. It waited for the graph-vs-eager difference of NOTES.md
+  // v25-v28, which was the eager forward's (closed by eager_fence_).
   int full_edges_ = 3;
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
@@ -60,16 +60,16 @@ struct CudaSettings {
   // tail of the batch-1 forward (H200 timeline).
   bool early_outputs_ = true;
   int pdl_mode_ = 1;       // DETFORGE_CUDA_PDL: 0 off, 1 all own kernels (default), 2 same-stream edges only
-  // DETFORGE_CUDA_EAGER_FENCE: 1 (default) in the eager (uncaptured) forward every cuDNN and
-  // cuBLASLt launch is preceded by pdl_fence (the wrappers call fence_before_library while forward
-  // holds a LibraryFence), 0 none; the graph is unchanged. Why: cuDNN and cuBLASLt launch some kernels
-  // for an early start (capture gives them programmatic edges, NOTES.md v12), and those kernels
-  // read their inputs without waiting (CudaLibraryWaits). The graph makes such edges full
-  // (harden_edges); the eager forward had nothing, so when its launches queued up behind a busy
-  // GPU a library kernel could read its input before the op before it had written it. Measured
-  // (H100, session 25, NOTES.md v28): without the fence the eager forward differed from the graph
-  // on 12 of 800 inputs, and a second eager forward on each equalled the graph; with it on 0 of
-  // 800 (CudaEagerFence). That was the graph-vs-eager difference of NOTES.md v25-v26.
+  // DETFORGE_CUDA_EAGER_FENCE: 1 (default) in the eager (uncaptured) forward every cuDNN and cuBLASLt
+  // launch is preceded by pdl_fence (the wrappers call fence_before_library while forward holds a
+  // LibraryFence), 0 none; the graph is unchanged. Why: cuDNN and cuBLASLt launch some kernels for an
+  // early start (capture gives them programmatic edges, NOTES.md v12), and those kernels read their
+  // inputs without waiting (CudaLibraryWaits). The graph makes such edges full (harden_edges); the
+  // eager forward had nothing, so when its launches queued up behind a busy GPU a library kernel could
+  // read its input before the op before it had written it. Measured (H100, session 25, NOTES.md v28):
+  // without the fence the eager forward differed from the graph on 12 of 800 inputs, and a second
+  // eager forward on each equalled the graph; with it on 0 of 800 (CudaEagerFence). That was the
+  // graph-vs-eager difference of NOTES.md v25-v26.
   int eager_fence_ = 1;
   // DETFORGE_CUDA_SMALL_LINEAR: 0 off, 1 (default) linears with K <= 8 on kernels/small_linear.cu
   // instead of cuBLASLt, 2 also those with N <= 8 (build_op_plan).
