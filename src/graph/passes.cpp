@@ -391,8 +391,8 @@ bool env_lists(const char* var, const char* pass) {
 const std::vector<std::string> kSkippable = {
     "fold_avg_pool_into_conv", "gather_early",     "residual_on_long_branch",  "fold_parallel_convs",
     "post_activation_adds",    "merge_qk_projections", "merge_deform_projections", "merge_values",
-    "distribute_adds"};
-const std::vector<std::string> kOptIn = {"distribute_adds", "gather_early", "merge_values"};
+    "distribute_adds", "split_concats"};
+const std::vector<std::string> kOptIn = {"distribute_adds", "gather_early", "merge_values", "split_concats"};
 
 bool listed(const std::vector<std::string>& names, const char* pass) {
   return std::find(names.begin(), names.end(), pass) != names.end();
@@ -444,6 +444,7 @@ PassStats optimize(Graph& g) {
   if (!skipped("fold_parallel_convs")) s.folded_parallel_convs = fold_parallel_convs(g);
   // After the RepVGG fold: the bottleneck is then one conv without a residual, so it can carry.
   if (!skipped("post_activation_adds")) s.fused_post_activation_adds = fuse_post_activation_adds(g);
+  if (opted_in("split_concats") && !skipped("split_concats")) s.split_concat_convs = split_concat_convs(g);
   if (!skipped("merge_qk_projections")) s.merged_qk_projections = merge_qk_projections(g);
   if (!skipped("merge_deform_projections")) s.merged_deform_projections = merge_deform_projections(g);
   if (opted_in("merge_values") && !skipped("merge_values")) s.merged_value_projections = merge_value_projections(g);

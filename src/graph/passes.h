@@ -31,6 +31,7 @@ struct PassStats {
   int distributed_adds = 0;
   int gathered_early = 0;
   int merged_value_projections = 0;
+  int split_concat_convs = 0;
   int removed_ops = 0;
 };
 
@@ -109,6 +110,13 @@ int gather_rows_early(Graph& g);
 // fewer (merge_values.cpp says why). Returns the number of linears merged. Opt-in (H100,
 // session 14: equal at batch 1, 1.3 % faster at batch 32): DETFORGE_EXTRA_PASSES=merge_values.
 int merge_value_projections(Graph& g);
+// concat (channel axis, two non-constant operands) read only by 1x1 convs (stride 1, no padding,
+// no residual): each conv becomes conv_e(early operand) with the bias and no activation, then
+// conv_l(late operand, zero bias, residual = conv_e's output, the conv's activation) in its place;
+// which operand is late comes from path_costs. The concat goes. r18vd: the 4 CCFM concats, 8 convs
+// split in 16 (split_concat_convs.cpp says why). Runs after fuse_post_activation_adds. Opt-in
+// (not yet measured on a GPU): DETFORGE_EXTRA_PASSES=split_concats. Returns the concats removed.
+int split_concat_convs(Graph& g);
 // Removes ops whose outputs reach no graph output, and unreferenced tensors.
 int eliminate_dead_code(Graph& g);
 
@@ -117,7 +125,7 @@ int eliminate_dead_code(Graph& g);
 // merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds leaves those optional
 // passes out (A/B runs);
 // residual_on_long_branch there makes fuse_residual_adds choose without path costs.
-// DETFORGE_EXTRA_PASSES=distribute_adds,gather_early,merge_values runs the passes that are off
+// DETFORGE_EXTRA_PASSES=distribute_adds,gather_early,merge_values,split_concats runs the passes that are off
 // by default.
 PassStats optimize(Graph& g);
 

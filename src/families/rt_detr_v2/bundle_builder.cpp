@@ -85,6 +85,7 @@ BuildReport build_bundle(const BuildOptions& opt, const std::function<void(const
                              {"distributed_adds", rep.passes.distributed_adds},
                              {"gathered_early", rep.passes.gathered_early},
                              {"merged_value_projections", rep.passes.merged_value_projections},
+                             {"split_concat_convs", rep.passes.split_concat_convs},
                              {"removed_ops", rep.passes.removed_ops}}}}},
   };
   write_bundle_atomically(opt.output, header, {BundleSection("graph", graph_text), BundleSection("weights", ser.weights)});
