@@ -447,7 +447,7 @@ TEST(GraphPasses, UnknownPassNamesInTheEnvironmentAreRefused) {
       FAIL() << "expected an error";
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()), "DETFORGE_EXTRA_PASSES: no pass is named 'gather_erly' (known: distribute_adds, "
-                                       "gather_early, merge_values)");
+                                       "gather_early, merge_values, split_concats)");
     }
   }
   {
