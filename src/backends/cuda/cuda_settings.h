@@ -94,7 +94,8 @@ struct CudaSettings {
   // for one (H200 timeline, 2026-12-03). Measured b1 0.6789 -> 0.6687 and 0.7016 -> 0.6930 ms in
   // two sessions; at batch 32 it cost 0-0.7 %, hence the row cap.
   int lt_sm_target_ = 116;
-  // DETFORGE_CUDA_LT_TUNE=K (fp16; 0 = off, the default; not yet run on a GPU): each cuBLASLt
+  // DETFORGE_CUDA_LT_TUNE=K (fp16; 0 = off, the default: K = 8 measured no faster on an H100,
+  // 0.6626 / 0.6577 against 0.6566 / 0.6570 ms at batch 1, session 26): each cuBLASLt
   // linear runs on the fastest of the heuristic's first K deterministic candidates, timed inside a
   // captured graph on the op's own buffers and taken only when >= 2 % faster with the same
   // output (CudaEngine::tune_lt, as DETFORGE_CUDA_CONV_TUNE_GRAPH does for convs). Why: at batch 1
