@@ -59,22 +59,7 @@ Graph make_graph(Variant v) {
   return g;
 }
 
-graph::PassStats optimize_with(Graph& g, bool early) {
-  ScopedEnv extra("DETFORGE_EXTRA_PASSES", early ? "gather_early" : "");
-  return graph::optimize(g);
-}
-
-int count_kind(const Graph& g, OpKind k) {
-  int n = 0;
-  for (const Op& op : g.ops) n += op.kind == k;
-  return n;
-}
-
-const Op* find_op(const Graph& g, const std::string& name) {
-  for (const Op& op : g.ops)
-    if (op.name == name) return &op;
-  return nullptr;
-}
+graph::PassStats optimize_with(Graph& g, bool early) { return optimize_with_extra(g, early ? "gather_early" : ""); }
 
 TEST(GatherEarly, BoxHeadRunsOnTheSelectedRowsAndComputesTheSame) {
   Graph ref = make_graph(Variant::plain), g = make_graph(Variant::plain);

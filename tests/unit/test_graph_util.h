@@ -13,6 +13,7 @@
 
 #include "backends/engine.h"
 #include "graph/ir.h"
+#include "graph/passes.h"
 
 namespace detforge::test {
 
@@ -80,5 +81,24 @@ class ScopedEnv {
   const char* name_;
   std::optional<std::string> old_;
 };
+
+// graph::optimize with DETFORGE_EXTRA_PASSES set to `passes` (comma-separated; "" for none).
+inline graph::PassStats optimize_with_extra(graph::Graph& g, const char* passes) {
+  ScopedEnv extra("DETFORGE_EXTRA_PASSES", passes);
+  return graph::optimize(g);
+}
+
+inline int count_kind(const graph::Graph& g, graph::OpKind k) {
+  int n = 0;
+  for (const graph::Op& op : g.ops) n += op.kind == k;
+  return n;
+}
+
+// The first op named `name`, or nullptr.
+inline const graph::Op* find_op(const graph::Graph& g, const std::string& name) {
+  for (const graph::Op& op : g.ops)
+    if (op.name == name) return &op;
+  return nullptr;
+}
 
 }  // namespace detforge::test

@@ -58,10 +58,7 @@ Graph make_graph(Variant v) {
   return g;
 }
 
-graph::PassStats optimize_with(Graph& g, bool merge) {
-  ScopedEnv extra("DETFORGE_EXTRA_PASSES", merge ? "merge_values" : "");
-  return graph::optimize(g);
-}
+graph::PassStats optimize_with(Graph& g, bool merge) { return optimize_with_extra(g, merge ? "merge_values" : ""); }
 
 std::vector<const Op*> deform_ops(const Graph& g) {
   std::vector<const Op*> r;

@@ -52,22 +52,7 @@ Graph make_graph(Variant v) {
   return g;
 }
 
-graph::PassStats optimize_with(Graph& g, bool split) {
-  ScopedEnv extra("DETFORGE_EXTRA_PASSES", split ? "split_concats" : "");
-  return graph::optimize(g);
-}
-
-int count(const Graph& g, OpKind k) {
-  int n = 0;
-  for (const Op& op : g.ops) n += op.kind == k;
-  return n;
-}
-
-const Op* named(const Graph& g, const std::string& name) {
-  for (const Op& op : g.ops)
-    if (op.name == name) return &op;
-  return nullptr;
-}
+graph::PassStats optimize_with(Graph& g, bool split) { return optimize_with_extra(g, split ? "split_concats" : ""); }
 
 TEST(SplitConcats, BothOperandOrdersComputeTheSameWithTheEarlyHalfOffThePath) {
   for (Variant v : {Variant::late_first, Variant::early_first}) {
@@ -75,12 +60,12 @@ TEST(SplitConcats, BothOperandOrdersComputeTheSameWithTheEarlyHalfOffThePath) {
     Graph ref = make_graph(v), g = make_graph(v);
     EXPECT_EQ(optimize_with(ref, false).split_concat_convs, 0) << "off by default";
     EXPECT_EQ(optimize_with(g, true).split_concat_convs, 1);
-    EXPECT_EQ(count(g, OpKind::concat), 0);
-    EXPECT_EQ(count(g, OpKind::conv2d), count(ref, OpKind::conv2d) + 2);
+    EXPECT_EQ(count_kind(g, OpKind::concat), 0);
+    EXPECT_EQ(count_kind(g, OpKind::conv2d), count_kind(ref, OpKind::conv2d) + 2);
     for (const char* c : {"conv1", "conv2"}) {
       SCOPED_TRACE(c);
-      const Op* path = named(g, c);
-      const Op* early = named(g, std::string(c) + "(early part)");
+      const Op* path = find_op(g, c);
+      const Op* early = find_op(g, std::string(c) + "(early part)");
       ASSERT_NE(path, nullptr);
       ASSERT_NE(early, nullptr);
       EXPECT_EQ(g.tensor(path->inputs[0]).name, "late.2:out");
@@ -90,7 +75,7 @@ TEST(SplitConcats, BothOperandOrdersComputeTheSameWithTheEarlyHalfOffThePath) {
       ASSERT_EQ(path->inputs.size(), 4u);
       EXPECT_EQ(path->inputs[3], early->outputs[0]) << "the early half is the late conv's residual";
       EXPECT_EQ(early->act(), graph::Act::none);
-      EXPECT_EQ(path->act(), named(ref, c)->act());
+      EXPECT_EQ(path->act(), find_op(ref, c)->act());
       EXPECT_FALSE(path->res_after_act());
     }
     expect_same_cpu_outputs(ref, g, rnd(kH * kW * kCin * 2, 7, -1.5f, 1.5f), 1e-5);
@@ -107,7 +92,7 @@ TEST(SplitConcats, ConcatsThatDoNotQualifyStay) {
     SCOPED_TRACE(what);
     Graph g = make_graph(v);
     EXPECT_EQ(optimize_with(g, true).split_concat_convs, 0);
-    EXPECT_EQ(count(g, OpKind::concat), 1);
+    EXPECT_EQ(count_kind(g, OpKind::concat), 1);
   }
 }
 
@@ -116,15 +101,15 @@ TEST(SplitConcats, R18vdCcfmConcatsBecomeSplitConvs) {
   Graph g = r18vd_unoptimized_graph(), plain = r18vd_unoptimized_graph();
   EXPECT_EQ(optimize_with(g, true).split_concat_convs, 4);
   optimize_with(plain, false);
-  EXPECT_EQ(count(plain, OpKind::concat) - count(g, OpKind::concat), 4);
+  EXPECT_EQ(count_kind(plain, OpKind::concat) - count_kind(g, OpKind::concat), 4);
   EXPECT_EQ(g.ops.size(), plain.ops.size() + 4) << "8 convs more, 4 concats fewer";
   const auto prod = graph::producers(g);
   for (const char* block : {"fpn_blocks.0", "fpn_blocks.1", "pan_blocks.0", "pan_blocks.1"}) {
     for (const char* c : {".conv1.conv", ".conv2.conv"}) {
       const std::string name = std::string("model.encoder.") + block + c;
       SCOPED_TRACE(name);
-      const Op* path = named(g, name);
-      const Op* early = named(g, name + "(early part)");
+      const Op* path = find_op(g, name);
+      const Op* early = find_op(g, name + "(early part)");
       ASSERT_NE(path, nullptr);
       ASSERT_NE(early, nullptr);
       ASSERT_EQ(path->inputs.size(), 4u);
