@@ -6,8 +6,8 @@
 // input channels, so conv(concat[late, early]) = conv_late(late) + conv_early(early): the early
 // half (with the bias) runs off the path as soon as its operand exists, and the path keeps one
 // conv over half the channels that adds it as its residual before the activation.
-// Measured equal at batch 1 and 32 on an H100 (session 26, NOTES.md v29): the early halves were
-// scheduled behind the backbone's and AIFI's ops on the 4 streams and ran late; opt-in.
+// Measured equal at batch 1 and 32 on an H100 (session 26, NOTES.md v29): the early halves ran as
+// soon as their operands existed, beside the backbone's and the CCFM's convs; opt-in.
 #include <algorithm>
 
 #include "graph/pass_util.h"
