@@ -114,8 +114,9 @@ int merge_value_projections(Graph& g);
 // no residual): each conv becomes conv_e(early operand) with the bias and no activation, then
 // conv_l(late operand, zero bias, residual = conv_e's output, the conv's activation) in its place;
 // which operand is late comes from path_costs. The concat goes. r18vd: the 4 CCFM concats, 8 convs
-// split in 16 (split_concat_convs.cpp says why). Runs after fuse_post_activation_adds. Opt-in
-// (H100, session 26: equal at batch 1 and 32): DETFORGE_EXTRA_PASSES=split_concats. Returns the concats removed.
+// split in 16 (split_concat_convs.cpp says why). Runs after fuse_post_activation_adds. Returns
+// the concats removed. Opt-in (H100, session 26: equal at batch 1 and 32):
+// DETFORGE_EXTRA_PASSES=split_concats.
 int split_concat_convs(Graph& g);
 // Removes ops whose outputs reach no graph output, and unreferenced tensors.
 int eliminate_dead_code(Graph& g);
@@ -125,8 +126,8 @@ int eliminate_dead_code(Graph& g);
 // merge_deform_projections,fold_avg_pool_into_conv,post_activation_adds leaves those optional
 // passes out (A/B runs);
 // residual_on_long_branch there makes fuse_residual_adds choose without path costs.
-// DETFORGE_EXTRA_PASSES=distribute_adds,gather_early,merge_values,split_concats runs the passes that are off
-// by default.
+// DETFORGE_EXTRA_PASSES=distribute_adds,gather_early,merge_values,split_concats runs the passes
+// that are off by default.
 PassStats optimize(Graph& g);
 
 }  // namespace detforge::graph
