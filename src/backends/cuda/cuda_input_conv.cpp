@@ -1,8 +1,9 @@
 // The conv that reads the graph input (r18vd's stem conv1, 3->32 3x3/2), when it is the input's
 // only reader, may take that input in another form than the fp16 copy of the fp32 pixels:
-// - DETFORGE_CUDA_STEM=1 (off): conv_stem reads the fp32 pixels directly (kernels/conv_stem.h).
-//   The direct stem kernel took 20.8 us on the H200 against cuDNN's 10.8 us plus the 5.1 us
-//   input conversion it saves (its weight reads from shared memory are the bound).
+// - DETFORGE_CUDA_STEM=1 (off): conv_stem reads the fp32 pixels directly (kernels/conv_stem.h),
+//   on its row kernel where the shape fits (3x3/2, 3 -> 32 or 64 channels); 2: always on the
+//   kernel of one thread per output pixel. Its first version took 20.8 us on the H200 against
+//   cuDNN's 10.8 us plus the 5.1 us input conversion it saves (one shared weight read per FMA).
 // - DETFORGE_CUDA_PAD_INPUT=P (4 or 8; 0, the default, leaves it off): in fp16 the input
 //   (640x640x3 NHWC) is converted to P channels, zeros past the third, and the conv takes its
 //   weight with P input channels, zeros there too. The sums are the same. Why: with 3 channels

@@ -272,7 +272,7 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
   switch (op.kind) {
     case OpKind::conv2d: {
       if (static_cast<int>(i) == stem_op_) {
-        conv_stem(d_in32_, in(1), in(2), y, conv_shape(i, B), op.act(), half_, s);
+        conv_stem(d_in32_, in(1), in(2), y, conv_shape(i, B), op.act(), half_, s, stem_mode_ == 1);
         break;
       }
       if (p.own_conv[i] >= 0) {

@@ -161,7 +161,8 @@ struct CudaSettings {
   // DETFORGE_CUDA_PAD_INPUT=P (cuda_input_conv.cpp): the conv that reads the input converted to
   // fp16 with P channels (zeros past the image's), and its weight, uploaded with P input channels.
   int pad_input_ = 0;
-  bool stem_on_ = false;   // DETFORGE_CUDA_STEM=1
+  bool stem_on_ = false;   // DETFORGE_CUDA_STEM=1 or 2
+  int stem_mode_ = 0;      // 1: the row kernel where it fits; 2: one thread per output pixel (v2)
   // Fused convs (fused_cache_): equal shapes used to share one object (DETFORGE_CUDA_SHARE_CONV_PLANS=1);
   // replays of that 4-stream r18vd graph differed from each other on the H200 (CudaDeterminism,
   // 2026-12-03; on one stream they did not), and two same-shape convs on two streams executing

@@ -11,9 +11,11 @@
 
 namespace detforge::cuda {
 
-// Ci <= 4, Co in {8, 16, 32, 64}, no residual.
+// Ci <= 4, Co in {8, 16, 32, 64}, no residual. row_kernel: 3x3 stride-2 convs of 3 channels to
+// 32 or 64 (the ResNet-vd stems) run on the row kernel (input rows staged in shared memory, 4 or 2
+// output pixels per thread); false, or any other shape: one thread per output pixel.
 bool conv_stem_supported(const ConvShape& s);
 void conv_stem(const float* x, const void* w, const void* bias, void* y, const ConvShape& s, graph::Act act, bool half,
-               cudaStream_t st);
+               cudaStream_t st, bool row_kernel = true);
 
 }  // namespace detforge::cuda
