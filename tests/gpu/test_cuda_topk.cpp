@@ -8,7 +8,9 @@
 #include <stdexcept>
 
 #include "backends/cuda/kernels/kernels.h"
+#include "detforge/types.h"
 #include "gpu_test_util.h"
+#include "r18_settings_check.h"
 
 namespace detforge::test {
 namespace {
@@ -71,10 +73,21 @@ std::vector<int32_t> topk_ref(const std::vector<float>& s, int B, int L, int N, 
   return out;
 }
 
-// Runs topk_rows on scores uploaded `elem_off` elements past a 16-byte boundary; with `split`,
-// through the two-kernel path (row-max keys in a scratch buffer, then the selection).
+// Which kernels run the selection: one SM per image, the split (row-max keys in a scratch
+// buffer, then the one-SM selection), or a cluster of CTAs per image (topk_cluster.cu).
+enum class Path { one, split, cluster };
+const char* path_name(Path p) { return p == Path::one ? "one kernel" : p == Path::split ? "split" : "cluster"; }
+// The paths that take (L, k) on this device: the cluster needs k <= 1024 and compute capability 9.0.
+std::vector<Path> paths_for(int L, int k) {
+  std::vector<Path> ps = {Path::one, Path::split};
+  if (cuda::topk_rows_cluster_supported(L, k)) ps.push_back(Path::cluster);
+  return ps;
+}
+
+// Runs topk_rows on scores uploaded `elem_off` elements past a 16-byte boundary, on `path`.
 std::vector<int32_t> topk_dev(const std::vector<float>& s, int B, int L, int N, int k, bool half, int elem_off = 0,
-                              bool split = false) {
+                              Path path = Path::one) {
+  const bool split = path == Path::split;
   std::vector<float> pad(elem_off, 0.f);
   pad.insert(pad.end(), s.begin(), s.end());
   DevBuf ds(pad, half);
@@ -84,7 +97,11 @@ std::vector<int32_t> topk_dev(const std::vector<float>& s, int B, int L, int N, 
   if (split && cudaMalloc(&keys, sizeof(uint32_t) * B * L) != cudaSuccess) throw std::runtime_error("cudaMalloc");
   cudaMemset(didx, 0xff, sizeof(int32_t) * B * k);  // poison: -1
   if (keys) cudaMemset(keys, 0xff, sizeof(uint32_t) * B * L);
-  cuda::topk_rows(static_cast<const char*>(ds.get()) + elem_off * (half ? 2 : 4), didx, B, L, N, k, half, nullptr, keys);
+  const void* x = static_cast<const char*>(ds.get()) + elem_off * (half ? 2 : 4);
+  if (path == Path::cluster)
+    cuda::topk_rows_cluster(x, didx, B, L, N, k, half, nullptr);
+  else
+    cuda::topk_rows(x, didx, B, L, N, k, half, nullptr, keys);
   std::vector<int32_t> got((size_t)B * k);
   cudaMemcpy(got.data(), didx, sizeof(int32_t) * B * k, cudaMemcpyDeviceToHost);
   cudaFree(didx);
@@ -114,12 +131,12 @@ TEST_P(CudaTopk, TopkRowsWithManyTiesNanAndInfMatchesSortedHostReference) {
     s = quantize(s, half());
     for (int k : {300, 1024, 1500, 8400}) {
       for (int off : {0, 1}) {
-        for (bool split : {false, true}) {
-          SCOPED_TRACE("N " + std::to_string(N) + " k " + std::to_string(k) + " offset " + std::to_string(off) +
-                       (split ? " split" : ""));
+        for (Path path : paths_for(L, k)) {
+          SCOPED_TRACE("N " + std::to_string(N) + " k " + std::to_string(k) + " offset " + std::to_string(off) + " " +
+                       path_name(path));
           const auto want = topk_ref(s, B, L, N, k);
           ASSERT_EQ(want[0], 4000);
-          const auto got = topk_dev(s, B, L, N, k, half(), off, split);
+          const auto got = topk_dev(s, B, L, N, k, half(), off, path);
           for (size_t i = 0; i < want.size(); ++i)
             ASSERT_EQ(got[i], want[i]) << "image " << i / k << " rank " << i % k;
         }
@@ -148,8 +165,7 @@ TEST_P(CudaTopk, TopkRowsSmallShapesIncludingKOneAndKAll) {
       SCOPED_TRACE("B " + std::to_string(cs.B) + " L " + std::to_string(cs.L) + " N " + std::to_string(cs.N) +
                    " k " + std::to_string(k));
       const auto want = topk_ref(s, cs.B, cs.L, cs.N, k);
-      EXPECT_EQ(topk_dev(s, cs.B, cs.L, cs.N, k, half()), want);
-      EXPECT_EQ(topk_dev(s, cs.B, cs.L, cs.N, k, half(), 0, true), want) << "split";
+      for (Path path : paths_for(cs.L, k)) EXPECT_EQ(topk_dev(s, cs.B, cs.L, cs.N, k, half(), 0, path), want) << path_name(path);
     }
   }
 }
@@ -169,10 +185,44 @@ TEST_P(CudaTopk, TopkRowsWideRowsSplitEqualsOneKernel) {
       const auto want = topk_ref(s, B, L, N, k);
       ASSERT_EQ(want[k], 77);
       ASSERT_EQ(want[2 * k], 8000);
-      EXPECT_EQ(topk_dev(s, B, L, N, k, half()), want);
-      EXPECT_EQ(topk_dev(s, B, L, N, k, half(), 0, true), want) << "split";
+      for (Path path : paths_for(L, k)) EXPECT_EQ(topk_dev(s, B, L, N, k, half(), 0, path), want) << path_name(path);
     }
   }
+}
+
+TEST_P(CudaTopk, TopkRowsClusterTakesTheTiesAsTheOneKernelDoes) {
+  // The cluster path's gather: the k-th value inside 8300 ties spread over all 8 CTAs' rows (the
+  // lowest-index ones taken, in row order), 40 equal rows inside the top k, and random rows; batch
+  // 3 (one cluster per image). Unsupported shapes throw.
+  if (!cuda::topk_rows_cluster_supported(8400, 300)) GTEST_SKIP() << "no thread-block clusters here";
+  const int B = 3, L = 8400, N = 8;
+  auto s = random_vec((size_t)B * L * N, -8, 4, 13);
+  for (int r = 100; r < 140; ++r)
+    for (int c = 0; c < N; ++c) s[((size_t)1 * L + r) * N + c] = c == 3 ? 3.99f : -9.f;
+  for (int r = 0; r < L; ++r)
+    for (int c = 0; c < N; ++c) s[((size_t)2 * L + r) * N + c] = c == 0 ? (r >= 5000 && r < 5100 ? 3.f : 2.f) : -9.f;
+  s = quantize(s, half());
+  for (int k : {1, 300, 1024}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    const auto want = topk_ref(s, B, L, N, k);
+    EXPECT_EQ(topk_dev(s, B, L, N, k, half(), 0, Path::cluster), want);
+  }
+  int32_t* didx = nullptr;
+  ASSERT_EQ(cudaMalloc(&didx, sizeof(int32_t) * 2000), cudaSuccess);
+  DevBuf ds(s, half());
+  EXPECT_THROW(cuda::topk_rows_cluster(ds.get(), didx, 1, L, N, 1025, half(), nullptr), Error);
+  EXPECT_THROW(cuda::topk_rows_cluster(ds.get(), didx, 1, 100, N, 101, half(), nullptr), Error);
+  EXPECT_THROW(cuda::topk_rows_cluster(ds.get(), didx, 1, 16385, 1, 10, half(), nullptr), Error);
+  cudaFree(didx);
+}
+
+// The r18vd engine with the cluster selection (DETFORGE_CUDA_TOPK_CLUSTER=1): graph == eager, and
+// the outputs agree with the default engine's (the same queries, so the same kernels after).
+TEST(CudaTopkEngine, R18vdClusterSelectionKeepsTheOutputs) {
+  DETFORGE_REQUIRE_GPU();
+  DETFORGE_REQUIRE_SHARED();
+  if (!cuda::topk_rows_cluster_supported(8400, 300)) GTEST_SKIP() << "no thread-block clusters here";
+  expect_settings_keep_r18vd_outputs("DETFORGE_CUDA_TOPK_CLUSTER=1", 62);
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, CudaTopk, ::testing::Values(false, true),

@@ -428,6 +428,10 @@ void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* 
     }
     case OpKind::topk_rows: {
       const auto& x = shape(0);
+      if (topk_cluster_ && topk_rows_cluster_supported((int)x[0], op.attr_int("k"))) {
+        topk_rows_cluster(in(0), static_cast<int32_t*>(y), B, (int)x[0], (int)x[1], op.attr_int("k"), half_, s);
+        break;
+      }
       // Split: B*L 4-byte keys (4 MiB at batch 64, L 16384) in the stream's 64 MiB workspace.
       const bool split = (topk_split_ == 1 || (topk_split_ == 2 && x[1] > 16)) &&
                          static_cast<size_t>(B) * x[0] * 4 <= workspace_bytes_;

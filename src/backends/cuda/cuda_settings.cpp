@@ -57,6 +57,7 @@ void CudaEngine::read_settings() {
   linear_ln_split_ = env_int("DETFORGE_CUDA_LINEAR_LN_SPLIT", 0, 0, 8);
   linear_ln_max_rows_ = env_int("DETFORGE_CUDA_LINEAR_LN_MAX_ROWS", static_cast<int>(linear_ln_max_rows_), 1, 1 << 30);
   topk_split_ = env_int("DETFORGE_CUDA_TOPK_SPLIT", topk_split_, 0, 2);
+  topk_cluster_ = env_int("DETFORGE_CUDA_TOPK_CLUSTER", topk_cluster_ ? 1 : 0, 0, 1) != 0;
   pool_quad_ = env_int("DETFORGE_CUDA_POOL_QUAD", 0, 0, 1) != 0;
   pad_input_ = env_int("DETFORGE_CUDA_PAD_INPUT", 0, 0, 8);
   if (pad_input_ != 0 && pad_input_ != 4 && pad_input_ != 8)

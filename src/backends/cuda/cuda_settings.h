@@ -153,6 +153,10 @@ struct CudaSettings {
   // b1): equal for the 8-class model's 16-byte rows; with COCO's 80 classes the one-SM kernel
   // read its 160-byte rows through the scalar path and took 184 of the 843 us (NOTES.md v22).
   int topk_split_ = 2;
+  // DETFORGE_CUDA_TOPK_CLUSTER=1: the selection on a cluster of 8 CTAs per image
+  // (kernels/topk_cluster.cu; compute capability 9.0, k <= 1024), before the split; 0 (default):
+  // not yet measured on a GPU.
+  bool topk_cluster_ = false;
   // DETFORGE_CUDA_POOL_QUAD=1 (off, measured equal): the stem's 3x3/2 max-pool computes 2x2
   // outputs per thread (kernels/pool.cu says why).
   bool pool_quad_ = false;

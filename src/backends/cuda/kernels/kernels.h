@@ -120,6 +120,11 @@ bool ms_deform_attn_vec_path(const void* value, const void* out, int C, int head
 int topk_rows_max_len();
 void topk_rows(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s,
                uint32_t* key_ws = nullptr);
+// topk_cluster.cu: the same result from a cluster of 8 CTAs per image (rows split among them,
+// histograms summed through distributed shared memory). Supported: 1 <= k <= min(L, 1024),
+// L <= 16384, compute capability 9.0 or newer; otherwise topk_rows_cluster throws.
+bool topk_rows_cluster_supported(int L, int k);
+void topk_rows_cluster(const void* scores, int32_t* idx, int B, int L, int N, int k, bool half, cudaStream_t s);
 
 // detect_select.cu (Engine::run_images_selected): per image, the top_k of logits[B, nq * nc] at
 // or above logit_floor (NaN never), ranked by logit descending and equal logits by the lower
