@@ -57,7 +57,7 @@ const std::vector<StemCase> kRowCases = {
     {2, 37, 45, 3, 32, 3, 2, 1, true, Act::none},    // Wo 23: not a multiple of 4 pixels
     {2, 38, 30, 3, 64, 3, 2, 1, true, Act::relu},    // Co 64: 2 pixels per thread, Wo 15
     {1, 21, 19, 3, 64, 3, 2, 0, false, Act::none},   // no padding, no bias
-    {3, 9, 7, 3, 32, 3, 2, 1, true, Act::relu},      // a row narrower than a warp
+    {3, 9, 8, 3, 32, 3, 2, 1, true, Act::relu},      // a row narrower than a warp; 16-byte staging (W * 3 % 4 == 0)
 };
 
 TEST(CudaConvStem, RowKernelMatchesHostReference) {

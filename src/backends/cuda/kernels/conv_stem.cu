@@ -78,7 +78,7 @@ constexpr int kRowK = 3, kRowS = 2, kRowCi = 3;
 template <class T, int CO, int P>
 __global__ void __launch_bounds__(256) conv_stem_row_k(const float* __restrict__ x, const T* __restrict__ w,
                                                         const T* __restrict__ bias, T* __restrict__ y, int H, int W,
-                                                        int Ho, int Wo, int pad, int wp, graph::Act act) {
+                                                        int Ho, int Wo, int pad, int wp, bool vec, graph::Act act) {
   extern __shared__ float smem[];
   constexpr int taps = kRowK * kRowK * kRowCi;
   float* sw = smem;                  // [tap][co]
@@ -88,18 +88,44 @@ __global__ void __launch_bounds__(256) conv_stem_row_k(const float* __restrict__
   for (int i = threadIdx.x; i < CO; i += blockDim.x) sb[i] = bias ? ld(bias, i) : 0.f;
   const int oy = blockIdx.x % Ho, b = blockIdx.x / Ho;
   pdl_wait_and_release();
-  for (int ky = 0; ky < kRowK; ++ky) {
-    const int iy = oy * kRowS - pad + ky;
-    float* row = sx + ky * kRowCi * wp;
-    if (iy < 0 || iy >= H) {
-      for (int i = threadIdx.x; i < kRowCi * wp; i += blockDim.x) row[i] = 0.f;
-      continue;
+  // Padding columns (and rows outside the image, below) are zeros.
+  for (int i = threadIdx.x; i < kRowK * kRowCi * 2 * pad; i += blockDim.x) {
+    const int r = i / (2 * pad), c = i % (2 * pad);
+    sx[r * wp + (c < pad ? c : W + c)] = 0.f;
+  }
+  // The 3 rows' pixels: every load of a batch issued before any shared store. One load and
+  // store after another (v3's first staging) left the kernel waiting on global loads at 10 %
+  // occupancy: 58 us under ncu (H100, session 27).
+  const int per_row = W * kRowCi;
+  if (vec) {  // rows of whole 16-byte packs from a 16-byte aligned x
+    const int n4 = per_row / 4, total = kRowK * n4;
+    constexpr int U = 8;
+    for (int base = 0; base < total; base += U * blockDim.x) {
+      float4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = base + u * blockDim.x + threadIdx.x;
+        const int ky = i / n4, iy = oy * kRowS - pad + ky;
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i < total && iy >= 0 && iy < H)
+          v[u] = __ldg(reinterpret_cast<const float4*>(x + ((int64_t)b * H + iy) * per_row) + (i - ky * n4));
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int i = base + u * blockDim.x + threadIdx.x;
+        if (i >= total) break;
+        const int ky = i / n4, e0 = (i - ky * n4) * 4;
+        float* row = sx + ky * kRowCi * wp + pad;
+        const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) row[((e0 + j) % kRowCi) * wp + (e0 + j) / kRowCi] = e[j];
+      }
     }
-    const float* src = x + ((int64_t)b * H + iy) * W * kRowCi;
-    for (int i = threadIdx.x; i < W * kRowCi; i += blockDim.x) row[(i % kRowCi) * wp + pad + i / kRowCi] = src[i];
-    for (int i = threadIdx.x; i < kRowCi * wp; i += blockDim.x) {
-      const int c = i % wp;
-      if (c < pad || c >= pad + W) row[i] = 0.f;
+  } else {
+    for (int i = threadIdx.x; i < kRowK * per_row; i += blockDim.x) {
+      const int ky = i / per_row, e = i - ky * per_row, iy = oy * kRowS - pad + ky;
+      const float v = iy >= 0 && iy < H ? x[((int64_t)b * H + iy) * per_row + e] : 0.f;
+      sx[(ky * kRowCi + e % kRowCi) * wp + pad + e / kRowCi] = v;
     }
   }
   __syncthreads();
@@ -111,12 +137,15 @@ __global__ void __launch_bounds__(256) conv_stem_row_k(const float* __restrict__
   for (int p = 0; p < P; ++p)
 #pragma unroll
     for (int co = 0; co < CO; ++co) acc[p][co] = sb[co];
-#pragma unroll
+  // The tap loops stay rolled: unrolled, the 27 taps x 4 * P * CO / 4 FMAs were ~4,000
+  // instructions per thread and the kernel took 67.6 us (H100, session 27), instruction-fetch
+  // bound; rolled, one tap's body (P + CO / 4 shared loads, P * CO FMAs) is the loop.
+#pragma unroll 1
   for (int ky = 0; ky < kRowK; ++ky)
-#pragma unroll
+#pragma unroll 1
     for (int ci = 0; ci < kRowCi; ++ci) {
       const float* row = sx + (ky * kRowCi + ci) * wp;
-#pragma unroll
+#pragma unroll 1
       for (int kx = 0; kx < kRowK; ++kx) {
         float v[P];
 #pragma unroll
@@ -175,11 +204,12 @@ template <class T>
 void launch_row(const float* x, const T* w, const T* bias, T* y, const ConvShape& s, graph::Act act, cudaStream_t st) {
   const int wp = row_width(s);
   const size_t smem = row_smem(s);
+  const bool vec = aligned16(x) && (s.W * kRowCi) % 4 == 0;
   auto go = [&](auto kernel, int P) {
     const int nt = (s.Wo + P - 1) / P;
     const int threads = (nt + 31) / 32 * 32;
     launch(kernel, dim3(static_cast<unsigned>(s.B * s.Ho)), dim3(threads), smem, st, x, w, bias, y, s.H, s.W, s.Ho,
-           s.Wo, s.pad, wp, act);
+           s.Wo, s.pad, wp, vec, act);
   };
   if (s.Co == 32) {
     opt_in_smem<conv_stem_row_k<T, 32, 4>>(smem);
