@@ -4,6 +4,8 @@
 //   on its row kernel where the shape fits (3x3/2, 3 -> 32 or 64 channels); 2: always on the
 //   kernel of one thread per output pixel. Its first version took 20.8 us on the H200 against
 //   cuDNN's 10.8 us plus the 5.1 us input conversion it saves (one shared weight read per FMA).
+//   Session 27 (H100, bench/results/h100/ab-2026-12-07-session27/): the per-pixel kernel 17.2 us
+//   and the row kernel 19.6-20.2 us against 4.3 + 10.2 us; batch 1 equal and 1-2 % slower.
 // - DETFORGE_CUDA_PAD_INPUT=P (4 or 8; 0, the default, leaves it off): in fp16 the input
 //   (640x640x3 NHWC) is converted to P channels, zeros past the third, and the conv takes its
 //   weight with P input channels, zeros there too. The sums are the same. Why: with 3 channels

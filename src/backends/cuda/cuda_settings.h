@@ -155,7 +155,8 @@ struct CudaSettings {
   int topk_split_ = 2;
   // DETFORGE_CUDA_TOPK_CLUSTER=1: the selection on a cluster of 8 CTAs per image
   // (kernels/topk_cluster.cu; compute capability 9.0, k <= 1024), before the split; 0 (default):
-  // not yet measured on a GPU.
+  // equal on an H100 (15.9 against 16.7 us; the encoder box head beside it bounds that stretch,
+  // bench/results/h100/ab-2026-12-07-session27/).
   bool topk_cluster_ = false;
   // DETFORGE_CUDA_POOL_QUAD=1 (off, measured equal): the stem's 3x3/2 max-pool computes 2x2
   // outputs per thread (kernels/pool.cu says why).
@@ -166,7 +167,8 @@ struct CudaSettings {
   // fp16 with P channels (zeros past the image's), and its weight, uploaded with P input channels.
   int pad_input_ = 0;
   bool stem_on_ = false;   // DETFORGE_CUDA_STEM=1 or 2
-  int stem_mode_ = 0;      // 1: the row kernel where it fits; 2: one thread per output pixel (v2)
+  int stem_mode_ = 0;      // 1: the row kernel where it fits; 2: one thread per output pixel (v2); both
+                           // slower than or equal to the conversion plus cuDNN (session 27)
   // Fused convs (fused_cache_): equal shapes used to share one object (DETFORGE_CUDA_SHARE_CONV_PLANS=1);
   // replays of that 4-stream r18vd graph differed from each other on the H200 (CudaDeterminism,
   // 2026-12-03; on one stream they did not), and two same-shape convs on two streams executing

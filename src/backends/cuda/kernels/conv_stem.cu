@@ -74,6 +74,9 @@ __global__ void conv_stem_k(const float* __restrict__ x, const T* __restrict__ w
 // read (a broadcast) serves 4 * P FMAs, not 4 as in v2. Accumulation stays fp32 on the fp32
 // pixels. Why: r18vd's stem conv is 0.18 GFLOP; cuDNN took 10.5 us for it plus 4.3 us for the
 // fp16 conversion of the input (H100 timeline, session 26), against ~3 us of FMA issue.
+// Measured (H100, session 27): 19.6-20.2 us in the graph, the per-pixel kernel 17.2 us. One
+// block per output row is 320 blocks of 96 threads at r18vd's shape, ~7 warps per SM (ncu:
+// 10.9 % achieved occupancy): latency-bound. More rows' worth of threads per SM is the next try.
 constexpr int kRowK = 3, kRowS = 2, kRowCi = 3;
 template <class T, int CO, int P>
 __global__ void __launch_bounds__(256) conv_stem_row_k(const float* __restrict__ x, const T* __restrict__ w,

@@ -11,6 +11,11 @@
 // The candidates (rows above the k-th key's prefix, then the lowest-index ties) are written into
 // CTA 0's shared memory at offsets from the CTAs' counts (rank order = row order), and CTA 0
 // rank-sorts those k.
+// Measured (H100, session 27, bench/results/h100/ab-2026-12-07-session27/): 15.9 us in the graph
+// against 16.7 us for the one-SM kernel; engine time equal. Beside it the encoder box head
+// (three GEMMs over all 8400 rows) holds most SMs until the same moment, and a cluster waits for 8
+// free SMs to start (4 us after its predecessor there). Under ncu both take ~24 us; the cluster's
+// warps wait at CTA barriers and on the peers' histograms.
 #include <algorithm>
 
 #include "backends/cuda/kernels/common.cuh"
