@@ -44,7 +44,8 @@ TEST_P(CudaOwnConvEngine, R18vdKeepsTheOutputs) {
 INSTANTIATE_TEST_SUITE_P(Modes, CudaOwnConvEngine,
                          ::testing::Values("DETFORGE_CUDA_OWN_CONV=direct_force", "DETFORGE_CUDA_OWN_CONV=direct",
                                            "DETFORGE_CUDA_OWN_CONV=force", "DETFORGE_CUDA_OWN_CONV=1",
-                                           "DETFORGE_CUDA_OWN_CONV=1 DETFORGE_CUDA_OWN_CONV_MARGIN=1.3"));
+                                           "DETFORGE_CUDA_OWN_CONV=1 DETFORGE_CUDA_OWN_CONV_MARGIN=1.3",
+                                           "DETFORGE_CUDA_TUNE=1"));  // mode 1 at margin 1.3, plus conv plan tuning
 
 // The margin setting's parse: 1 when unset, the number when in [0.5, 2], an error otherwise.
 TEST(CudaOwnConvSettings, MarginFromTheEnvironmentNeedsNoDevice) {
@@ -57,6 +58,22 @@ TEST(CudaOwnConvSettings, MarginFromTheEnvironmentNeedsNoDevice) {
     EXPECT_THROW(cuda::own_conv_margin_from_env(), Error) << bad;
   }
   unsetenv("DETFORGE_CUDA_OWN_CONV_MARGIN");
+  EXPECT_EQ(cuda::own_conv_margin_from_env(1.3), 1.3);  // DETFORGE_CUDA_TUNE=1's default
+}
+
+// The mode's parse: the caller's default when unset (off, or mode 1 under DETFORGE_CUDA_TUNE=1),
+// an explicit 0 off whatever that default, unknown words an error.
+TEST(CudaOwnConvSettings, ModeFromTheEnvironmentNeedsNoDevice) {
+  unsetenv("DETFORGE_CUDA_OWN_CONV");
+  EXPECT_EQ(cuda::own_conv_mode_from_env(), cuda::OwnConvMode::off);
+  EXPECT_EQ(cuda::own_conv_mode_from_env(cuda::OwnConvMode::fastest), cuda::OwnConvMode::fastest);
+  setenv("DETFORGE_CUDA_OWN_CONV", "0", 1);
+  EXPECT_EQ(cuda::own_conv_mode_from_env(cuda::OwnConvMode::fastest), cuda::OwnConvMode::off);
+  setenv("DETFORGE_CUDA_OWN_CONV", "direct", 1);
+  EXPECT_EQ(cuda::own_conv_mode_from_env(cuda::OwnConvMode::fastest), cuda::OwnConvMode::direct);
+  setenv("DETFORGE_CUDA_OWN_CONV", "sometimes", 1);
+  EXPECT_THROW(cuda::own_conv_mode_from_env(), Error);
+  unsetenv("DETFORGE_CUDA_OWN_CONV");
 }
 
 }  // namespace

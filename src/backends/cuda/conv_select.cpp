@@ -124,9 +124,10 @@ void run_own_conv(const void* x, const void* w, const void* bias, const void* re
     conv_igemm(x, w, bias, res, y, s, act, v, ws, st);
 }
 
-OwnConvMode own_conv_mode_from_env() {
+OwnConvMode own_conv_mode_from_env(OwnConvMode unset) {
   const char* v = std::getenv("DETFORGE_CUDA_OWN_CONV");
-  if (!v || !*v || std::string(v) == "0") return OwnConvMode::off;
+  if (!v || !*v) return unset;
+  if (std::string(v) == "0") return OwnConvMode::off;
   if (std::string(v) == "1") return OwnConvMode::fastest;
   if (std::string(v) == "force") return OwnConvMode::force;
   if (std::string(v) == "direct") return OwnConvMode::direct;
@@ -135,9 +136,9 @@ OwnConvMode own_conv_mode_from_env() {
               " is not 0, 1, force, direct or direct_force");
 }
 
-double own_conv_margin_from_env() {
+double own_conv_margin_from_env(double unset) {
   const char* v = std::getenv("DETFORGE_CUDA_OWN_CONV_MARGIN");
-  if (!v || !*v) return 1.0;
+  if (!v || !*v) return unset;
   char* end = nullptr;
   const double m = std::strtod(v, &end);
   if (*end || !(m >= 0.5 && m <= 2.0))

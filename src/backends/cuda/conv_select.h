@@ -33,7 +33,7 @@ namespace detforge::cuda {
 // shape (tests). Every own choice is still checked against the library's output when one exists.
 enum class OwnConvMode { off, fastest, force, direct, direct_force };
 inline bool own_conv_forced(OwnConvMode m) { return m == OwnConvMode::force || m == OwnConvMode::direct_force; }
-OwnConvMode own_conv_mode_from_env();
+OwnConvMode own_conv_mode_from_env(OwnConvMode unset = OwnConvMode::off);
 // DETFORGE_CUDA_OWN_CONV_MARGIN (default 1): in the timed modes (1, direct) a halo-tiled kernel
 // (conv_direct, either family) is taken when its graph time is below margin x the library's (the
 // implicit-GEMM variants, launched plainly, still need to be faster). Above 1 it favours the
@@ -41,7 +41,7 @@ OwnConvMode own_conv_mode_from_env();
 // previous kernel's tail; the engine makes edges into cuDNN/cuBLASLt kernels full, so theirs
 // cannot): session 15's direct_force, with some kernels slower alone than cuDNN, measured 0.6659
 // against 0.6701 ms. Values outside [0.5, 2] throw detforge::Error.
-double own_conv_margin_from_env();
+double own_conv_margin_from_env(double unset = 1.0);
 
 // Own conv variants in one index space: conv_igemm's [0, n) and conv_direct's from
 // kDirectVariantBase. The engine stores this index per op (-1 = the library).

@@ -27,6 +27,15 @@ void CudaEngine::read_settings() {
   if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
+  // DETFORGE_CUDA_TUNE=1: the three load-time tunings that measured faster together (H100,
+  // session 27: batch 1 0.635-0.650 ms against 0.658-0.668, for ~18 s of engine load instead of
+  // ~2.5): conv plans timed in the graph (4), knob variants of convs of at most 1,600 pixels, and
+  // own conv kernels at margin 1.3. Each variable set on its own still overrides.
+  tune_ = env_int("DETFORGE_CUDA_TUNE", 0, 0, 1) != 0;
+  if (tune_) {
+    conv_tune_graph_ = 4;
+    conv_knobs_ = 1600;
+  }
   conv_tune_graph_ = env_int("DETFORGE_CUDA_CONV_TUNE_GRAPH", conv_tune_graph_, 0, 64);
   conv_knobs_ = env_int("DETFORGE_CUDA_CONV_KNOBS", conv_knobs_, 0, 1 << 30);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
@@ -45,8 +54,8 @@ void CudaEngine::read_settings() {
   stage_threads_ = env_int("DETFORGE_CUDA_STAGE_THREADS", stage_threads_, 0, 64);
   stage_side_ = env_int("DETFORGE_CUDA_STAGE_SIDE", 1, 0, 1) != 0;
   stage_threads_ = std::min<int>(stage_threads_, static_cast<int>(hw));  // 0 stays 0
-  own_conv_ = own_conv_mode_from_env();
-  own_conv_margin_ = own_conv_margin_from_env();
+  own_conv_ = own_conv_mode_from_env(tune_ ? OwnConvMode::fastest : OwnConvMode::off);
+  own_conv_margin_ = own_conv_margin_from_env(tune_ ? 1.3 : 1.0);
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   dec_tail_on_ = env_int("DETFORGE_CUDA_DEC_TAIL", 0, 0, 1) != 0;

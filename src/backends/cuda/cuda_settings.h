@@ -43,6 +43,7 @@ struct CudaSettings {
   // TFLOP/s on plans that do not split K (`segment_k_off`; stage 3's 3x3s take 12-16 us with 32
   // CTAs over a 4608-long K), the stem's C = 32 convs at ~110-230 TFLOP/s on sm80 kernels (34 us
   // for two), and the host-timed CONV_TUNE was never better (NOTES.md v13).
+  bool tune_ = false;  // DETFORGE_CUDA_TUNE=1 (cuda_settings.cpp)
   int conv_tune_graph_ = 0;
   // DETFORGE_CUDA_CONV_KNOBS=P (0 = off, the default): fused convs of at most P output pixels also
   // time cuDNN plans with other split or tile knobs (ConvTune::knob_max_pixels) in the graph, against the
