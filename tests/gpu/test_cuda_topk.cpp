@@ -17,17 +17,22 @@ namespace {
 
 class CudaTopk : public StorageParamTest {};
 
-TEST_P(CudaTopk, TopkRowsSortsByRowMaxWithLowerIndexFirstOnTies) {
-  const int B = 3, L = 8400, N = 8;
-  auto s = random_vec((size_t)B * L * N, -8, 4, 12);
-  // Ties: 40 identical rows in image 1, holding a value that ranks inside the top k.
+// Scores [3, L, N] (N >= 4) of three images: image 0 random; image 1 random with 40 identical rows
+// (100-139) whose value ranks inside the top k; image 2 with the k-th value inside 8300 ties (as
+// when invalid anchors share one score): rows 5000-5099 at 3, all others at 2, so the lowest-index
+// ties must be taken. Rounded as the device stores them (fp16 adds ties).
+std::vector<float> tie_scores(int L, int N, bool half, uint32_t seed) {
+  auto s = random_vec((size_t)3 * L * N, -8, 4, seed);
   for (int r = 100; r < 140; ++r)
     for (int c = 0; c < N; ++c) s[((size_t)1 * L + r) * N + c] = c == 3 ? 3.99f : -9.f;
-  // Image 2: the k-th value falls inside 8300 ties (as when invalid anchors share one score):
-  // 100 rows at 3, all others at 2; the lowest-index ties must be taken.
   for (int r = 0; r < L; ++r)
     for (int c = 0; c < N; ++c) s[((size_t)2 * L + r) * N + c] = c == 0 ? (r >= 5000 && r < 5100 ? 3.f : 2.f) : -9.f;
-  s = quantize(s, half());  // the reference sees the values the device stores (fp16 adds ties)
+  return quantize(s, half);
+}
+
+TEST_P(CudaTopk, TopkRowsSortsByRowMaxWithLowerIndexFirstOnTies) {
+  const int B = 3, L = 8400, N = 8;
+  const auto s = tie_scores(L, N, half(), 12);
   DevBuf ds(s, half());
   for (int k : {300, 1500}) {  // radix selection, and the full-sort path above 1024
   SCOPED_TRACE("k " + std::to_string(k));
@@ -196,12 +201,7 @@ TEST_P(CudaTopk, TopkRowsClusterTakesTheTiesAsTheOneKernelDoes) {
   // 3 (one cluster per image). Unsupported shapes throw.
   if (!cuda::topk_rows_cluster_supported(8400, 300)) GTEST_SKIP() << "no thread-block clusters here";
   const int B = 3, L = 8400, N = 8;
-  auto s = random_vec((size_t)B * L * N, -8, 4, 13);
-  for (int r = 100; r < 140; ++r)
-    for (int c = 0; c < N; ++c) s[((size_t)1 * L + r) * N + c] = c == 3 ? 3.99f : -9.f;
-  for (int r = 0; r < L; ++r)
-    for (int c = 0; c < N; ++c) s[((size_t)2 * L + r) * N + c] = c == 0 ? (r >= 5000 && r < 5100 ? 3.f : 2.f) : -9.f;
-  s = quantize(s, half());
+  const auto s = tie_scores(L, N, half(), 13);
   for (int k : {1, 300, 1024}) {
     SCOPED_TRACE("k " + std::to_string(k));
     const auto want = topk_ref(s, B, L, N, k);

@@ -13,6 +13,7 @@
 // itself is ~0.5 us; what remains is shared-memory filling: every cluster reads the tail's
 // 1.7 MB of weights, each CTA ~290 KB per launch at ~25 GB/s per SM (issuing a 64 KB weight
 // slice took ~2.5 us). 32 rows per cluster (kMT below) halves the clusters, and was slower.
+#include "backends/cuda/kernels/cluster.cuh"
 #include "backends/cuda/kernels/dec_tail.h"
 
 #include <cuda_fp16.h>
@@ -64,16 +65,6 @@ __device__ __forceinline__ unsigned long long globaltimer() {
 }
 __device__ __forceinline__ void stamp(const DecTailArgs& a, int k) {
   if (a.stamps && threadIdx.x == 0) a.stamps[blockIdx.x * kDecTailStamps + k] = globaltimer();
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Every thread of the cluster: writes before it (global included) are visible after it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 // rows [row0, row0 + nrows) x K of src (row stride K) into dst (row stride K + 8); rows at or past

@@ -18,6 +18,7 @@
 // warps wait at CTA barriers and on the peers' histograms.
 #include <algorithm>
 
+#include "backends/cuda/kernels/cluster.cuh"
 #include "backends/cuda/kernels/common.cuh"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/topk_common.cuh"
@@ -46,23 +47,6 @@ struct Shared {
   SelState st;
 };
 
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Every thread of the cluster; shared-memory writes before it are visible to the peers after it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// The address of `p` (this CTA's shared memory) in the shared memory of CTA `rank`.
-template <class U>
-__device__ __forceinline__ U* peer(U* p, unsigned rank) {
-  uint64_t in = reinterpret_cast<uint64_t>(p), out;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(in), "r"(rank));
-  return reinterpret_cast<U*>(out);
-}
 
 // sh.hist[buf] = the sum of the warps' histograms (2 threads per bin, 8 warps each).
 __device__ __forceinline__ void sum_warp_hists(Shared& sh, int buf) {
@@ -80,7 +64,7 @@ __device__ __forceinline__ void gather_hists(Shared& sh, int buf) {
   if (threadIdx.x < 256) {
     unsigned c = 0;
 #pragma unroll
-    for (int r = 0; r < kC; ++r) c += peer(&sh.hist[buf][threadIdx.x], r)[0];
+    for (int r = 0; r < kC; ++r) c += cluster_peer(&sh.hist[buf][threadIdx.x], r)[0];
     sh.ghist[threadIdx.x] = c;
   }
 }
@@ -132,14 +116,7 @@ __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kT)
       hist_add(sh.whist + warp * kHistStride, bin);
     }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    k_and &= __shfl_xor_sync(0xffffffffu, k_and, o);
-    k_or |= __shfl_xor_sync(0xffffffffu, k_or, o);
-  }
-  if (lane == 0) {
-    atomicAnd(&sh.kand, k_and);
-    atomicOr(&sh.kor, k_or);
-  }
+  fold_and_or(k_and, k_or, &sh.kand, &sh.kor);
   __syncthreads();
   sum_warp_hists(sh, 0);
   __syncthreads();
@@ -148,8 +125,8 @@ __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kT)
   if (tid == 256) {  // the cluster's AND and OR (a CTA without rows contributes ~0 and 0)
     uint32_t a = ~0u, o = 0u;
     for (int r = 0; r < kC; ++r) {
-      a &= peer(&sh.kand, r)[0];
-      o |= peer(&sh.kor, r)[0];
+      a &= cluster_peer(&sh.kand, r)[0];
+      o |= cluster_peer(&sh.kor, r)[0];
     }
     sh.st.all_and = a;
     sh.st.all_or = o;
@@ -163,18 +140,7 @@ __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kT)
   for (int pass = 1; pass < 4 && !sh.st.done; ++pass) {
     const int shift = 24 - 8 * pass;
     const uint32_t low = (2u << (shift + 7)) - 1u;
-    if (((sh.st.all_and ^ sh.st.all_or) & low) == 0u) {
-      // No key differs below here (fp16 scores leave the low 13 bits zero): every key in the
-      // chosen bin equals the k-th.
-      __syncthreads();
-      if (tid == 0) {
-        sh.st.prefix |= sh.st.all_and & low;
-        sh.st.pmask = ~0u;
-        sh.st.done = sh.st.ties == sh.st.remaining;
-      }
-      __syncthreads();
-      break;
-    }
+    if (finish_if_undecided_bits_agree(sh.st, low)) break;  // the cluster-wide AND and OR
     unsigned* H = sh.whist + warp * kHistStride;
     for (int i = lane; i < 256; i += 32) H[i] = 0;  // last read by sum_warp_hists, before two barriers
     __syncwarp();
@@ -229,11 +195,11 @@ __global__ void __cluster_dims__(kC, 1, 1) __launch_bounds__(kT)
   cluster_sync();
   int off_above = 0, off_tie = 0;
   for (unsigned r = 0; r < me; ++r) {
-    off_above += peer(&sh.n_above, r)[0];
-    off_tie += peer(&sh.n_tie, r)[0];
+    off_above += cluster_peer(&sh.n_above, r)[0];
+    off_tie += cluster_peer(&sh.n_tie, r)[0];
   }
   for (int w = 0; w < warp; ++w) off_above += sh.wabove[w], off_tie += sh.wties[w];
-  unsigned long long* cand0 = peer(sh.cand, 0);
+  unsigned long long* cand0 = cluster_peer(sh.cand, 0);
   for (int i0 = w0; i0 < w1 && (n_above > 0 || (n_tie > 0 && off_tie < need)); i0 += 32) {
     const int i = i0 + lane;
     const uint32_t key = i < w1 ? sh.key[i] : 0u;

@@ -92,4 +92,32 @@ __device__ __forceinline__ void pick_bin(const unsigned* H, int shift, SelState&
   }
 }
 
+// The AND and OR of a warp's keys folded into *and_dst and *or_dst (shared memory) by its lane 0:
+// bits where every key agrees need no radix pass.
+__device__ __forceinline__ void fold_and_or(uint32_t k_and, uint32_t k_or, uint32_t* and_dst, uint32_t* or_dst) {
+  for (int o = 16; o > 0; o >>= 1) {
+    k_and &= __shfl_xor_sync(0xffffffffu, k_and, o);
+    k_or |= __shfl_xor_sync(0xffffffffu, k_or, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAnd(and_dst, k_and);
+    atomicOr(or_dst, k_or);
+  }
+}
+
+// Called by every thread of the block between passes: when no key differs in the bits `low` still
+// leaves undecided (fp16 scores leave the low 13 bits zero), every key in the chosen bin equals the
+// k-th, so the selection finishes without more histograms. True: finished (st is final).
+__device__ __forceinline__ bool finish_if_undecided_bits_agree(SelState& st, uint32_t low) {
+  if (((st.all_and ^ st.all_or) & low) != 0u) return false;
+  __syncthreads();  // all threads have read st before thread 0 rewrites it
+  if (threadIdx.x == 0) {
+    st.prefix |= st.all_and & low;
+    st.pmask = ~0u;
+    st.done = st.ties == st.remaining;
+  }
+  __syncthreads();
+  return true;
+}
+
 }  // namespace detforge::cuda::topk

@@ -214,14 +214,7 @@ __global__ void __launch_bounds__(kThreads) topk_select_k(const T* scores, const
       hist_add(whist + warp * kHistStride, bin);
     }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    k_and &= __shfl_xor_sync(0xffffffffu, k_and, o);
-    k_or |= __shfl_xor_sync(0xffffffffu, k_or, o);
-  }
-  if (lane == 0) {
-    atomicAnd(&st.all_and, k_and);
-    atomicOr(&st.all_or, k_or);
-  }
+  fold_and_or(k_and, k_or, &st.all_and, &st.all_or);
   __syncthreads();
   sum_hist(whist, hist);
   __syncthreads();
@@ -230,18 +223,7 @@ __global__ void __launch_bounds__(kThreads) topk_select_k(const T* scores, const
   for (int pass = 1; pass < 4 && !st.done; ++pass) {
     const int shift = 24 - 8 * pass;
     const uint32_t low = (2u << (shift + 7)) - 1u;  // bits shift + 7 .. 0, still undecided
-    if (((st.all_and ^ st.all_or) & low) == 0u) {
-      // No key differs below here (fp16 scores leave the low 13 bits zero), so every key in the
-      // chosen bin equals the k-th: finish without histograms. Uniform: read after a barrier.
-      __syncthreads();  // all threads have read st before thread 0 rewrites it
-      if (tid == 0) {
-        st.prefix |= st.all_and & low;
-        st.pmask = ~0u;
-        st.done = st.ties == st.remaining;
-      }
-      __syncthreads();
-      break;
-    }
+    if (finish_if_undecided_bits_agree(st, low)) break;  // uniform: st is read after a barrier
     unsigned* H = whist + warp * kHistStride;
     for (int i = lane; i < 256; i += 32) H[i] = 0;  // last read by sum_hist, before two barriers
     __syncwarp();
