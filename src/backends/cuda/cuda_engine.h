@@ -427,7 +427,7 @@ class CudaEngine : public Engine, private CudaSettings {
   // DETFORGE_CUDA_PAD_INPUT (pad_input_): the conv reading the padded input, and its weight.
   int pad_op_ = -1;
   graph::TensorId pad_w_ = graph::kNoTensor;
-  int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1: on
+  int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1 or 2: on
   std::string precision_;
   std::string first_nonfinite_;
   int device_ = 0;

@@ -31,8 +31,8 @@ void CudaEngine::read_settings() {
   // session 27: batch 1 0.635-0.650 ms against 0.658-0.668, for ~18 s of engine load instead of
   // ~2.5): conv plans timed in the graph (4), knob variants of convs of at most 1,600 pixels, and
   // own conv kernels at margin 1.3. Each variable set on its own still overrides.
-  tune_ = env_int("DETFORGE_CUDA_TUNE", 0, 0, 1) != 0;
-  if (tune_) {
+  const bool tune = env_int("DETFORGE_CUDA_TUNE", 0, 0, 1) != 0;
+  if (tune) {
     conv_tune_graph_ = 4;
     conv_knobs_ = 1600;
   }
@@ -54,8 +54,8 @@ void CudaEngine::read_settings() {
   stage_threads_ = env_int("DETFORGE_CUDA_STAGE_THREADS", stage_threads_, 0, 64);
   stage_side_ = env_int("DETFORGE_CUDA_STAGE_SIDE", 1, 0, 1) != 0;
   stage_threads_ = std::min<int>(stage_threads_, static_cast<int>(hw));  // 0 stays 0
-  own_conv_ = own_conv_mode_from_env(tune_ ? OwnConvMode::fastest : OwnConvMode::off);
-  own_conv_margin_ = own_conv_margin_from_env(tune_ ? 1.3 : 1.0);
+  own_conv_ = own_conv_mode_from_env(tune ? OwnConvMode::fastest : OwnConvMode::off);
+  own_conv_margin_ = own_conv_margin_from_env(tune ? 1.3 : 1.0);
   row_mlp_ = env_int("DETFORGE_CUDA_ROW_MLP", 0, 0, 1) != 0;  // off: slower, NOTES.md v7
   box_step_on_ = env_int("DETFORGE_CUDA_BOX_STEP", 1, 0, 1) != 0;
   dec_tail_on_ = env_int("DETFORGE_CUDA_DEC_TAIL", 0, 0, 1) != 0;
@@ -72,8 +72,7 @@ void CudaEngine::read_settings() {
   if (pad_input_ != 0 && pad_input_ != 4 && pad_input_ != 8)
     throw Error("cuda backend: DETFORGE_CUDA_PAD_INPUT=" + std::to_string(pad_input_) + " is not 0, 4 or 8");
   stem_mode_ = env_int("DETFORGE_CUDA_STEM", 0, 0, 2);
-  stem_on_ = stem_mode_ != 0;
-  if (stem_on_) pad_input_ = 0;  // the direct stem reads the fp32 input
+  if (stem_mode_ != 0) pad_input_ = 0;  // the direct stem reads the fp32 input
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
   late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took

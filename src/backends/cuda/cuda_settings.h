@@ -43,7 +43,6 @@ struct CudaSettings {
   // TFLOP/s on plans that do not split K (`segment_k_off`; stage 3's 3x3s take 12-16 us with 32
   // CTAs over a 4608-long K), the stem's C = 32 convs at ~110-230 TFLOP/s on sm80 kernels (34 us
   // for two), and the host-timed CONV_TUNE was never better (NOTES.md v13).
-  bool tune_ = false;  // DETFORGE_CUDA_TUNE=1 (cuda_settings.cpp)
   int conv_tune_graph_ = 0;
   // DETFORGE_CUDA_CONV_KNOBS=P (0 = off, the default): fused convs of at most P output pixels also
   // time cuDNN plans with other split or tile knobs (ConvTune::knob_max_pixels) in the graph, against the
@@ -167,9 +166,9 @@ struct CudaSettings {
   // DETFORGE_CUDA_PAD_INPUT=P (cuda_input_conv.cpp): the conv that reads the input converted to
   // fp16 with P channels (zeros past the image's), and its weight, uploaded with P input channels.
   int pad_input_ = 0;
-  bool stem_on_ = false;   // DETFORGE_CUDA_STEM=1 or 2
-  int stem_mode_ = 0;      // 1: the row kernel where it fits; 2: one thread per output pixel (v2); both
-                           // slower than or equal to the conversion plus cuDNN (session 27)
+  int stem_mode_ = 0;      // DETFORGE_CUDA_STEM; 0: off; 1: the row kernel where it fits; 2: one
+                           // thread per output pixel (v2); both slower than or equal to the
+                           // conversion plus cuDNN (session 27)
   // Fused convs (fused_cache_): equal shapes used to share one object (DETFORGE_CUDA_SHARE_CONV_PLANS=1);
   // replays of that 4-stream r18vd graph differed from each other on the H200 (CudaDeterminism,
   // 2026-12-03; on one stream they did not), and two same-shape convs on two streams executing

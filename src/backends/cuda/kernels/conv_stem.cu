@@ -6,6 +6,32 @@ namespace {
 
 constexpr int kThreads = 128;
 
+// Both kernels' weights (fp32) and bias in shared memory: w is OHWI, w[co * taps + tap] ->
+// sw[tap * CO + co], so a thread reads four output channels of one tap per 16-byte broadcast.
+template <class T, int CO>
+__device__ __forceinline__ void stage_weights(const T* w, const T* bias, int taps, float* sw, float* sb) {
+  for (int i = threadIdx.x; i < taps * CO; i += blockDim.x) sw[(i % taps) * CO + i / taps] = ld(w, i);
+  for (int i = threadIdx.x; i < CO; i += blockDim.x) sb[i] = bias ? ld(bias, i) : 0.f;
+}
+
+// One output pixel's CO channels, activated and rounded to T, as 16-byte packs (CO * sizeof(T) is
+// a multiple of 16 bytes).
+template <class T, int CO>
+__device__ __forceinline__ void store_pixel(T* y, const float (&acc)[CO], graph::Act act) {
+  using Pk = Pack<T>;
+  Pk* out = reinterpret_cast<Pk*>(y);
+#pragma unroll
+  for (int q = 0; q < CO / Pk::N; ++q) {
+    Pk pk;
+#pragma unroll
+    for (int j = 0; j < Pk::N; ++j) {
+      const float v = act_f(act, acc[q * Pk::N + j]);
+      if constexpr (sizeof(T) == 2) pk.v[j] = __float2half_rn(v); else pk.v[j] = v;
+    }
+    out[q] = pk;
+  }
+}
+
 // One thread per output pixel, all CO channels in registers; weights (fp32) and bias in shared
 // memory laid out [ky][kx][ci][co], read by every thread at the same address (broadcast) four
 // output channels per 16-byte load: the first version read one weight per FMA and took 20.8 us
@@ -15,11 +41,9 @@ __global__ void conv_stem_k(const float* __restrict__ x, const T* __restrict__ w
                             T* __restrict__ y, int B, int H, int W, int Ci, int Ho, int Wo, int k, int stride, int pad,
                             graph::Act act) {
   extern __shared__ float sw[];
-  const int nw = CO * k * k * Ci;
-  const int taps = k * k * Ci;  // w is OHWI: w[co * taps + tap] -> sw[tap * CO + co]
-  for (int i = threadIdx.x; i < nw; i += blockDim.x) sw[(i % taps) * CO + i / taps] = ld(w, i);
-  float* sb = sw + nw;
-  for (int i = threadIdx.x; i < CO; i += blockDim.x) sb[i] = bias ? ld(bias, i) : 0.f;
+  const int taps = k * k * Ci;
+  float* sb = sw + taps * CO;
+  stage_weights<T, CO>(w, bias, taps, sw, sb);
   __syncthreads();
   const int64_t pix = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (pix >= (int64_t)B * Ho * Wo) return;
@@ -51,18 +75,7 @@ __global__ void conv_stem_k(const float* __restrict__ x, const T* __restrict__ w
       }
     }
   }
-  using P = Pack<T>;
-  P* out = reinterpret_cast<P*>(y + pix * CO);  // CO * sizeof(T) is a multiple of 16 bytes
-#pragma unroll
-  for (int q = 0; q < CO / P::N; ++q) {
-    P p;
-#pragma unroll
-    for (int j = 0; j < P::N; ++j) {
-      const float v = act_f(act, acc[q * P::N + j]);
-      if constexpr (sizeof(T) == 2) p.v[j] = __float2half_rn(v); else p.v[j] = v;
-    }
-    out[q] = p;
-  }
+  store_pixel<T, CO>(y + pix * CO, acc, act);
 }
 
 // v3, the row kernel (3x3 stride-2 convs of 3 input channels to 32 or 64, as the ResNet-vd
@@ -87,8 +100,7 @@ __global__ void __launch_bounds__(256) conv_stem_row_k(const float* __restrict__
   float* sw = smem;                  // [tap][co]
   float* sb = sw + taps * CO;        // [co]
   float* sx = sb + CO;               // [ky][ci][wp]: column c holds input column c - pad
-  for (int i = threadIdx.x; i < taps * CO; i += blockDim.x) sw[(i % taps) * CO + i / taps] = ld(w, i);
-  for (int i = threadIdx.x; i < CO; i += blockDim.x) sb[i] = bias ? ld(bias, i) : 0.f;
+  stage_weights<T, CO>(w, bias, taps, sw, sb);
   const int oy = blockIdx.x % Ho, b = blockIdx.x / Ho;
   pdl_wait_and_release();
   // Padding columns (and rows outside the image, below) are zeros.
@@ -170,22 +182,11 @@ __global__ void __launch_bounds__(256) conv_stem_row_k(const float* __restrict__
         }
       }
     }
-  using Pk = Pack<T>;
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const int ox = t + p * nt;
     if (ox >= Wo) break;
-    Pk* out = reinterpret_cast<Pk*>(y + (((int64_t)b * Ho + oy) * Wo + ox) * CO);
-#pragma unroll
-    for (int q = 0; q < CO / Pk::N; ++q) {
-      Pk pk;
-#pragma unroll
-      for (int j = 0; j < Pk::N; ++j) {
-        const float v = act_f(act, acc[p][q * Pk::N + j]);
-        if constexpr (sizeof(T) == 2) pk.v[j] = __float2half_rn(v); else pk.v[j] = v;
-      }
-      out[q] = pk;
-    }
+    store_pixel<T, CO>(y + (((int64_t)b * Ho + oy) * Wo + ox) * CO, acc[p], act);
   }
 }
 
@@ -197,9 +198,12 @@ size_t row_smem(const ConvShape& s) {
 }
 constexpr size_t kRowSmemMax = 96 * 1024;
 
+// Output pixels per thread: P * CO = 128 accumulators.
+constexpr int row_pixels(int co) { return co == 32 ? 4 : 2; }
+
 bool row_kernel_fits(const ConvShape& s) {
   if (s.Ci != kRowCi || s.kh != kRowK || s.kw != kRowK || s.stride != kRowS || (s.Co != 32 && s.Co != 64)) return false;
-  const int P = s.Co == 32 ? 4 : 2;
+  const int P = row_pixels(s.Co);
   return (s.Wo + P - 1) / P <= 256 && row_smem(s) <= kRowSmemMax;
 }
 
@@ -208,18 +212,19 @@ void launch_row(const float* x, const T* w, const T* bias, T* y, const ConvShape
   const int wp = row_width(s);
   const size_t smem = row_smem(s);
   const bool vec = aligned16(x) && (s.W * kRowCi) % 4 == 0;
-  auto go = [&](auto kernel, int P) {
+  auto go = [&](auto kernel) {
+    const int P = row_pixels(s.Co);
     const int nt = (s.Wo + P - 1) / P;
     const int threads = (nt + 31) / 32 * 32;
     launch(kernel, dim3(static_cast<unsigned>(s.B * s.Ho)), dim3(threads), smem, st, x, w, bias, y, s.H, s.W, s.Ho,
            s.Wo, s.pad, wp, vec, act);
   };
   if (s.Co == 32) {
-    opt_in_smem<conv_stem_row_k<T, 32, 4>>(smem);
-    go(conv_stem_row_k<T, 32, 4>, 4);
+    opt_in_smem<conv_stem_row_k<T, 32, row_pixels(32)>>(smem);
+    go(conv_stem_row_k<T, 32, row_pixels(32)>);
   } else {
-    opt_in_smem<conv_stem_row_k<T, 64, 2>>(smem);
-    go(conv_stem_row_k<T, 64, 2>, 2);
+    opt_in_smem<conv_stem_row_k<T, 64, row_pixels(64)>>(smem);
+    go(conv_stem_row_k<T, 64, row_pixels(64)>);
   }
 }
 
