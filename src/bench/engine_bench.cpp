@@ -27,6 +27,11 @@ BenchResult bench_engine(Engine& engine, const float* pixels, int batch, int war
     r.box_steps = e->box_steps();
     r.ln_adds = e->ln_adds();
     r.upsample_concats = e->upsample_concats();
+    const auto tune = e->tune_stats();
+    r.tuned = tune.on;
+    r.tune_cached = tune.cached;
+    r.tune_timed = tune.timed;
+    r.tune_cache = tune.file;
     cudaEvent_t a, b;
     DF_CUDA(cudaEventCreate(&a));
     DF_CUDA(cudaEventCreate(&b));
@@ -58,6 +63,7 @@ nlohmann::json to_json(const BenchResult& r) {
           {"graph_nodes", r.graph_nodes}, {"graph_streams", r.graph_streams}, {"graph_waits", r.graph_waits},
           {"graph_memsets_replaced", r.graph_memsets_replaced}, {"small_linears", r.small_linears},
           {"graph_check", r.graph_check},
+          {"tuning", {{"on", r.tuned}, {"cached", r.tune_cached}, {"timed", r.tune_timed}, {"cache", r.tune_cache}}},
           {"merged_launches", {{"box_steps", r.box_steps}, {"ln_adds", r.ln_adds}, {"upsample_concats", r.upsample_concats}}}};
 }
 

@@ -27,6 +27,11 @@ struct BenchResult {
   int small_linears = 0;  // CUDA: linears on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR)
   // CUDA: launches that do several ops' work (DETFORGE_CUDA_BOX_STEP, _LN_ADD, _UPSAMPLE_CONCAT)
   int box_steps = 0, ln_adds = 0, upsample_concats = 0;
+  // CUDA: the load-time tunings (DETFORGE_CUDA_TUNE): on or off, choices taken from the tuning
+  // cache and choices timed at this load, and the cache file ("" when none).
+  bool tuned = false;
+  int tune_cached = 0, tune_timed = 0;
+  std::string tune_cache;
 };
 
 // pixels: batch images of the engine's input, NHWC fp32.

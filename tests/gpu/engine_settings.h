@@ -3,8 +3,10 @@
 #pragma once
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/engine.h"
@@ -20,22 +22,33 @@ inline std::unique_ptr<Engine> engine_with(const graph::Graph& g, const std::str
   EngineOptions eo;
   eo.max_batch = max_batch;
   eo.precision = precision;
-  std::vector<std::string> vars;
+  // Each variable's earlier value comes back afterwards (the suite's DETFORGE_CUDA_TUNE=0 pin,
+  // untuned_suite.cpp, included); "VAR=" sets it empty, which reads as unset (the engine's default).
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
   for (const auto& line : settings) {
     std::istringstream words(line);
     for (std::string s; words >> s;) {
-      vars.push_back(s.substr(0, s.find('=')));
-      setenv(vars.back().c_str(), s.substr(s.find('=') + 1).c_str(), 1);
+      const std::string var = s.substr(0, s.find('='));
+      const char* old = std::getenv(var.c_str());
+      saved.emplace_back(var, old ? std::optional<std::string>(old) : std::nullopt);
+      setenv(var.c_str(), s.substr(s.find('=') + 1).c_str(), 1);
     }
   }
+  auto restore = [&] {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it)
+      if (it->second)
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        unsetenv(it->first.c_str());
+  };
   std::unique_ptr<Engine> eng;
   try {
     eng = make_cuda_engine(g, eo);
   } catch (...) {
-    for (const auto& v : vars) unsetenv(v.c_str());
+    restore();
     throw;
   }
-  for (const auto& v : vars) unsetenv(v.c_str());
+  restore();
   return eng;
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -130,6 +131,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   critical_ = graph::critical_ops(g_, 0.25);
   plan_memory();
   find_stem_op();
+  open_tune_cache();
 
   const int64_t in_n = g_.tensor(g_.inputs[0]).numel() * max_batch_;
   DF_CUDA(cudaMalloc(&d_in32_, sizeof(float) * in_n));
@@ -273,7 +275,9 @@ CudaEngine::BatchPlan& CudaEngine::plan(int batch) {
     np->im2col.assign(g_.ops.size(), 0);
     np->conv_order = conv_handles_ >= 2 ? conv_handles_ : 0;
     np->max_streams = max_streams_;
+    const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < g_.ops.size(); ++i) build_op_plan(i, *np, batch);
+    save_tune_cache(batch, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     plan_row_chains(*np, batch);
     plan_linear_lns(*np, batch);
     if (!dec_tails_.empty()) {  // the query rows of the batch (cuda_dec_tails.cpp)

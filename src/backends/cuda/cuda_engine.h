@@ -24,6 +24,7 @@
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/engine.h"
 #include "backends/image_input_spec.h"
+#include "core/choice_cache.h"
 #include "graph/dec_tails.h"
 #include "detforge/types.h"
 #include "graph/row_chains.h"
@@ -150,6 +151,15 @@ class CudaEngine : public Engine, private CudaSettings {
   }
   int graph_waits(int batch);
   int graph_memsets_replaced(int batch);  // DETFORGE_CUDA_MEMSET_KERNELS=1: memset nodes run as kernels
+  // The load-time tunings (DETFORGE_CUDA_TUNE, cuda_tune_cache.cpp): whether any is on, how many
+  // choices came from the tuning cache and how many were timed, the cache file ("" when off) and
+  // the cache's last problem ("" when none).
+  struct TuneStats {
+    bool on = false;
+    int cached = 0, timed = 0;
+    std::string file, problem;
+  };
+  TuneStats tune_stats() const;
   // What prepare() found when it compared the captured graph's outputs with the eager forward's
   // on one input (DETFORGE_CUDA_GRAPH_CHECK, default 1): "equal", or which schedule it fell back
   // to and why; "off" when the check is off, "" while no graph is captured.
@@ -456,6 +466,20 @@ class CudaEngine : public Engine, private CudaSettings {
   std::vector<cudnnHandle_t> side_cudnn_;  // per side stream (conv_handles_ == 1)
   std::map<std::string, ConvChoice> own_conv_cache_;  // by the same shape key, fp16 only
   std::map<std::string, int> lt_choice_cache_;         // tune_lt's candidate, by linear shape key
+  // The tuning cache (cuda_tune_cache.cpp): the timed choices kept across loads.
+  ChoiceCache tune_cache_;
+  int tune_cached_ = 0, tune_timed_ = 0, tune_timed_reported_ = 0, tune_announced_ = 0;
+  bool tunes() const;      // some load-time tuning is on (fp16)
+  void open_tune_cache();  // constructor, once the workspace size is known
+  void note_tuning(int batch);  // one line on stderr before the first timing at this batch
+  // make_fused_conv with `tune`'s in-graph timing, or the plan the cache holds for `key`.
+  std::unique_ptr<FusedConv> tuned_fused_conv(const std::string& key, const ConvShape& s, bool bias, bool res,
+                                              graph::Act act, bool res_after_act, size_t ws_limit, ConvTune tune,
+                                              std::string* why, int batch);
+  // choose_conv, or the cached choice (an own kernel checked once against `ref`'s output).
+  ConvChoice own_choice(const std::string& key, const std::function<void()>& ref, const ConvShape& s, graph::Act act,
+                        const ConvBuffers& cb, OwnConvMode mode, int batch);
+  void save_tune_cache(int batch, double seconds);  // after a batch's plans, when something was timed
   // DETFORGE_CUDA_LT_TUNE (cuda_settings.h at lt_tune_): picks lt's candidate on op's buffers.
   void tune_lt(LtLinear& lt, const graph::Op& op, int64_t rows, int N, int K, bool bias, bool res);
   int pending_batch_ = 0;

@@ -90,15 +90,23 @@ std::shared_ptr<FusedConv> CudaEngine::fused_conv_plan(size_t i, int batch, cudn
   if (it == fused_cache_.end()) {
     const ConvBuffers cb = op_buffers(op, bias, res);
     ConvTune tune{conv_tune_, cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream};
-    if (conv_tune_graph_ > 0 || conv_knobs_ > 0) {
+    const bool in_graph = conv_tune_graph_ > 0 || conv_knobs_ > 0;
+    if (in_graph) {
       tune.max_plans = std::max(conv_tune_graph_, 1);  // cuda_settings.h at conv_tune_graph_ says why
       tune.in_graph = true;
       tune.knob_max_pixels = conv_knobs_;
     }
+    // Timed choices go through the tuning cache (cuda_tune_cache.cpp), on the engine's own handle:
+    // side handles (conv_handles_ 1) re-plan a conv the main handle has already tuned.
+    const bool cached = in_graph && h == cudnn_;
+    auto make = [&](size_t ws_limit) {
+      return cached ? tuned_fused_conv(conv_key(i, batch), s, bias, res, op.act(), op.res_after_act(), ws_limit, tune,
+                                       why, batch)
+                    : make_fused_conv(h, s, bias, res, op.act(), ws_limit, why, &tune, nullptr, op.res_after_act());
+    };
     std::unique_ptr<FusedConv> fc;
-    if (conv_ws0_) fc = make_fused_conv(h, s, bias, res, op.act(), 0, why, &tune, nullptr, op.res_after_act());
-    if (!fc)
-      fc = make_fused_conv(h, s, bias, res, op.act(), workspace_bytes_, why, &tune, nullptr, op.res_after_act());
+    if (conv_ws0_) fc = make(0);
+    if (!fc) fc = make(workspace_bytes_);
     it = fused_cache_.emplace(plan_key, std::move(fc)).first;
   }
   return it->second;
@@ -193,7 +201,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
         if (oc == own_conv_cache_.end()) {
           std::function<void()> ref;
           if (auto* f = p.fused[i].get()) ref = [f, cb] { f->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
-          oc = own_conv_cache_.emplace(own_key, choose_conv(ref, s, op.act(), cb, mode, own_conv_margin_)).first;
+          oc = own_conv_cache_.emplace(own_key, own_choice(own_key, ref, s, op.act(), cb, mode, batch)).first;
         }
         p.own_conv[i] = oc->second.variant;
         if (p.own_conv[i] >= 0) ++p.n_own;
@@ -239,8 +247,8 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
         const ConvBuffers cb = op_buffers(op, bias, res);
         const LtLinear* lt = p.lin[i].get();
         std::function<void()> ref = [lt, cb] { lt->run(cb.x, cb.w, cb.bias, cb.res, cb.y, cb.ws, cb.stream); };
-        oc = own_conv_cache_.emplace(key, choose_conv(ref, linear_as_conv(rows, N, K), relu ? Act::relu : Act::none,
-                                                      cb, own_conv_, own_conv_margin_)).first;
+        oc = own_conv_cache_.emplace(key, own_choice(key, ref, linear_as_conv(rows, N, K), relu ? Act::relu : Act::none,
+                                                     cb, own_conv_, batch)).first;
       }
       p.own_conv[i] = oc->second.variant;
       if (p.own_conv[i] >= 0) ++p.n_own_linear;

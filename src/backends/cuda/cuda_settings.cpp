@@ -27,11 +27,8 @@ void CudaEngine::read_settings() {
   if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
-  // DETFORGE_CUDA_TUNE=1: the three load-time tunings that measured faster together (H100,
-  // session 27: batch 1 0.635-0.650 ms against 0.658-0.668, for ~18 s of engine load instead of
-  // ~2.5): conv plans timed in the graph (4), knob variants of convs of at most 1,600 pixels, and
-  // own conv kernels at margin 1.3. Each variable set on its own still overrides.
-  const bool tune = env_int("DETFORGE_CUDA_TUNE", 0, 0, 1) != 0;
+  // DETFORGE_CUDA_TUNE (default 1) and its cache: cuda_settings.h at tune_cache_dir_ says why.
+  const bool tune = env_int("DETFORGE_CUDA_TUNE", 1, 0, 1) != 0;
   if (tune) {
     conv_tune_graph_ = 4;
     conv_knobs_ = 1600;
@@ -39,6 +36,8 @@ void CudaEngine::read_settings() {
   conv_tune_graph_ = env_int("DETFORGE_CUDA_CONV_TUNE_GRAPH", conv_tune_graph_, 0, 64);
   conv_knobs_ = env_int("DETFORGE_CUDA_CONV_KNOBS", conv_knobs_, 0, 1 << 30);
   conv_ws0_ = env_int("DETFORGE_CUDA_CONV_WS0", 0, 0, 1) != 0;
+  const char* cache = std::getenv("DETFORGE_CUDA_TUNE_CACHE");
+  tune_cache_dir_ = !cache || !*cache ? default_cache_dir().string() : std::string(cache) == "0" ? "" : cache;
   share_conv_plans_ = env_int("DETFORGE_CUDA_SHARE_CONV_PLANS", 0, 0, 1) != 0;
   conv_handles_ = env_int("DETFORGE_CUDA_CONV_HANDLES", conv_handles_, 0, 9);  // cuda_settings.h says why 0
   snapshots_ = env_int("DETFORGE_CUDA_SNAPSHOTS", 0, 0, 1) != 0;

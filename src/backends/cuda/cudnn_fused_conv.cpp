@@ -16,6 +16,44 @@
 
 namespace detforge::cuda {
 
+std::string PlanPick::text() const {
+  std::string t = std::to_string(engine) + ";";
+  for (size_t i = 0; i < knobs.size(); ++i)
+    t += (i ? "," : "") + std::to_string(knobs[i].first) + ":" + std::to_string(knobs[i].second);
+  return t;
+}
+
+bool PlanPick::parse(const std::string& text, PlanPick* out) {
+  PlanPick p;
+  const size_t semi = text.find(';');
+  if (semi == std::string::npos) return false;
+  auto num = [](const std::string& s, int64_t* v) {
+    if (s.empty() || s.size() > 18) return false;
+    size_t used = 0;
+    try {
+      *v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      return false;
+    }
+    return used == s.size();
+  };
+  if (!num(text.substr(0, semi), &p.engine) || p.engine < 0) return false;
+  std::string rest = text.substr(semi + 1);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    const size_t colon = item.find(':');
+    int64_t k = 0, v = 0;
+    if (colon == std::string::npos || !num(item.substr(0, colon), &k) || !num(item.substr(colon + 1), &v)) return false;
+    p.knobs.emplace_back(k, v);
+    if (comma == std::string::npos) break;
+    rest = rest.substr(comma + 1);
+    if (rest.empty()) return false;  // a trailing comma
+  }
+  *out = std::move(p);
+  return true;
+}
+
 #ifdef DETFORGE_HAVE_CUDNN_FRONTEND
 namespace fe = cudnn_frontend;
 
@@ -182,6 +220,70 @@ int64_t tune_in_graph(FrontendConv& c, const ConvShape& s, const ConvTune& t, si
   return best;
 }
 
+bool pick_at(const FrontendConv& c, int64_t i, PlanPick* out) {
+  int64_t eng = -1;
+  std::unordered_map<fe::KnobType_t, int64_t> knobs;
+  if (!c.graph.get_engine_and_knobs_at_index(i, eng, knobs).is_good() || eng < 0) return false;
+  out->engine = eng;
+  out->knobs.clear();
+  for (const auto& [k, v] : knobs) out->knobs.emplace_back(static_cast<int64_t>(k), v);
+  std::sort(out->knobs.begin(), out->knobs.end());
+  return true;
+}
+
+// The plan's behaviour notes and workspace; nullptr (with `why`) when the workspace is above the limit.
+std::unique_ptr<FusedConv> finish_plan(std::unique_ptr<FrontendConv> c, bool at, size_t ws_limit, std::string* why) {
+  auto& g = c->graph;
+  std::vector<fe::BehaviorNote_t> notes;
+  if ((at ? g.get_behavior_notes_for_plan_at_index(c->plan, notes) : g.get_behavior_notes(notes)).is_good())
+    for (auto n : notes) {
+      c->rtc = c->rtc || n == fe::BehaviorNote_t::RUNTIME_COMPILATION;
+      c->lt = c->lt || n == fe::BehaviorNote_t::CUBLASLT_DEPENDENCY;
+    }
+  auto st = at ? g.get_workspace_size_plan_at_index(c->plan, c->ws) : g.get_workspace_size(c->ws);
+  if (!st.is_good()) {
+    *why = "get_workspace_size: " + st.get_message();
+    return nullptr;
+  }
+  if (static_cast<size_t>(c->ws) > ws_limit) {
+    *why = "workspace " + std::to_string(c->ws) + " bytes above the limit";
+    return nullptr;
+  }
+  return c;
+}
+
+// ConvTune::pick: the one plan of an earlier load, built directly (no heuristics query, no
+// timing; a runtime-compiled plan still compiles once, as the untuned default's does).
+std::unique_ptr<FusedConv> picked_plan(std::unique_ptr<FrontendConv> c, const ConvTune& t, size_t ws_limit,
+                                       std::string* why, std::string* plan_name) {
+  auto& g = c->graph;
+  std::unordered_map<fe::KnobType_t, int64_t> knobs;
+  for (const auto& [k, v] : t.pick->knobs) knobs[static_cast<fe::KnobType_t>(k)] = v;
+  auto fail = [&](const char* step, fe::error_t e) {
+    *why = "cached plan " + t.pick->text() + ": " + step + ": " + e.get_message();
+    return nullptr;
+  };
+  if (auto e = g.create_execution_plan(t.pick->engine, knobs); !e.is_good()) return fail("create_execution_plan", e);
+  if (conv_plans_deterministic()) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
+  if (auto e = g.check_support(); !e.is_good()) return fail("check_support", e);
+  if (g.get_execution_plan_count() != 1) {
+    *why = "cached plan " + t.pick->text() + ": " + std::to_string(g.get_execution_plan_count()) + " plans";
+    return nullptr;
+  }
+  if (auto e = g.build_plan_at_index(0); !e.is_good()) return fail("build_plan_at_index", e);
+  c->plan = 0;
+  PlanPick got;
+  if (!pick_at(*c, 0, &got) || got.engine != t.pick->engine || got.knobs != t.pick->knobs) {
+    *why = "cached plan " + t.pick->text() + " built as " + got.text();
+    return nullptr;
+  }
+  if (!g.get_plan_name_at_index(0, c->name).is_good()) c->name = "?";
+  c->name += " (cached tuning)";
+  if (plan_name) *plan_name = c->name;
+  if (t.taken) *t.taken = got;
+  return finish_plan(std::move(c), true, ws_limit, why);
+}
+
 }  // namespace
 
 std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, bool has_bias, bool has_residual,
@@ -244,8 +346,9 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
     return false;
   };
   g.deselect_workspace_greater_than(static_cast<int64_t>(ws_limit));
-  if (!ok(g.validate(), "validate") || !ok(g.build_operation_graph(h), "build_operation_graph") ||
-      !ok(g.create_execution_plans(tune && tune->in_graph && tune->max_plans > 0
+  if (!ok(g.validate(), "validate") || !ok(g.build_operation_graph(h), "build_operation_graph")) return nullptr;
+  if (tune && tune->pick) return picked_plan(std::move(c), *tune, ws_limit, why, plan_name);
+  if (!ok(g.create_execution_plans(tune && tune->in_graph && tune->max_plans > 0
                                        ? std::vector<fe::HeurMode_t>{fe::HeurMode_t::A, fe::HeurMode_t::B}
                                        : std::vector<fe::HeurMode_t>{fe::HeurMode_t::A}),
           "create_execution_plans"))
@@ -284,19 +387,8 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
   if (!(at ? g.get_plan_name_at_index(c->plan, c->name) : g.get_plan_name(c->name)).is_good()) c->name = "?";
   if (!tune_report.empty()) c->name += " (" + tune_report + ")";
   if (plan_name) *plan_name = c->name + (tuned ? " (tuned)" : "");
-  std::vector<fe::BehaviorNote_t> notes;
-  if ((at ? g.get_behavior_notes_for_plan_at_index(c->plan, notes) : g.get_behavior_notes(notes)).is_good())
-    for (auto n : notes) {
-      c->rtc = c->rtc || n == fe::BehaviorNote_t::RUNTIME_COMPILATION;
-      c->lt = c->lt || n == fe::BehaviorNote_t::CUBLASLT_DEPENDENCY;
-    }
-  if (!ok(at ? g.get_workspace_size_plan_at_index(c->plan, c->ws) : g.get_workspace_size(c->ws), "get_workspace_size"))
-    return nullptr;
-  if (static_cast<size_t>(c->ws) > ws_limit) {
-    *why = "workspace " + std::to_string(c->ws) + " bytes above the limit";
-    return nullptr;
-  }
-  return c;
+  if (at && tune->taken && !pick_at(*c, c->plan, tune->taken)) tune->taken->engine = -1;
+  return finish_plan(std::move(c), at, ws_limit, why);
 }
 
 #else

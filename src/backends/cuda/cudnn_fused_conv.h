@@ -6,8 +6,11 @@
 #pragma once
 #include <cudnn.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cuda/cudnn_conv.h"
 #include "graph/ir.h"
@@ -38,6 +41,15 @@ class FusedConv {
 // its output matches the first's (halves_close). Why: cuDNN's own autotune times each plan from
 // the host, where the frontend's per-call host work counts for the small convs of r18vd (5-16 us
 // at batch 1), and CONV_TUNE=4 measured no faster (NOTES.md v9).
+// One cuDNN plan by its engine and knob choices (the frontend's get_engine_and_knobs_at_index), in
+// a form the engine's tuning cache stores: "engine;type:value,type:value".
+struct PlanPick {
+  int64_t engine = -1;
+  std::vector<std::pair<int64_t, int64_t>> knobs;  // (cudnn_frontend KnobType_t, value), sorted
+  std::string text() const;
+  static bool parse(const std::string& text, PlanPick* out);  // false for anything malformed
+};
+
 struct ConvTune {
   int max_plans = 0;
   const void *x = nullptr, *w = nullptr, *bias = nullptr, *residual = nullptr;
@@ -49,6 +61,12 @@ struct ConvTune {
   // whose split or tile knobs differ from the heuristics' choice (cudnn_fused_conv.cpp,
   // add_knob_plans). 0 = off. DETFORGE_CUDA_CONV_KNOBS sets it.
   int64_t knob_max_pixels = 0;
+  // A plan chosen at an earlier load (the engine's tuning cache): only it is built, with no
+  // heuristics query and no timing. make_fused_conv returns nullptr (`why` says so) when it no
+  // longer builds or fits, and the caller tunes again.
+  const PlanPick* pick = nullptr;
+  // Out, with in_graph or pick: the plan taken.
+  PlanPick* taken = nullptr;
 };
 
 // nullptr when unavailable (no frontend, unsupported pattern, or workspace above ws_limit);
