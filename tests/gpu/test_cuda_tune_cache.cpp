@@ -54,6 +54,16 @@ Load load(const graph::Graph& g, const std::vector<float>& px, const std::string
   return l;
 }
 
+// The r18vd bundle's graph and one random image (seed).
+struct R18Input {
+  LoadedBundle lb;
+  std::vector<float> px;
+  explicit R18Input(uint32_t seed) : lb(load_bundle_graph(r18_bundle())) {
+    const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
+    px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]), 0, 1, seed);
+  }
+};
+
 struct TempCache {
   fs::path dir = fs::temp_directory_path() / ("detforge-tune-cache-" + std::to_string(::getpid()));
   TempCache() { fs::remove_all(dir); }
@@ -64,17 +74,17 @@ struct TempCache {
 TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]), 0, 1, 61);
+  const R18Input r(61);
+  const auto& g = r.lb.graph;
+  const auto& px = r.px;
   TempCache tc;
-  const Load first = load(lb.graph, px, tc.setting());
+  const Load first = load(g, px, tc.setting());
   ASSERT_TRUE(first.stats.on) << "DETFORGE_CUDA_TUNE unset must tune";
   EXPECT_GE(first.stats.timed, 30) << "the first load times the fused convs' plans and the own-kernel choices";
   ASSERT_TRUE(fs::exists(first.stats.file)) << first.stats.file << ": " << first.stats.problem;
   EXPECT_EQ(fs::path(first.stats.file).parent_path(), tc.dir);
 
-  const Load second = load(lb.graph, px, tc.setting());
+  const Load second = load(g, px, tc.setting());
   EXPECT_EQ(second.stats.timed, 0) << "every choice should come from " << second.stats.file;
   EXPECT_EQ(second.stats.cached, first.stats.cached + first.stats.timed);
   EXPECT_GE(second.cached_plans, second.fused - 2) << "fused convs rebuilt from the cached engine and knobs";
@@ -83,11 +93,11 @@ TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
     EXPECT_EQ(second.out[o].data, first.out[o].data) << "output " << o << ": the same kernels, the same bits";
 
   // The tuned engine against the untuned one (the suite's pin).
-  const auto untuned = fp16_engine(lb.graph, 1, {"DETFORGE_CUDA_TUNE=0"})->run(px.data(), 1);
+  const auto untuned = fp16_engine(g, 1, {"DETFORGE_CUDA_TUNE=0"})->run(px.data(), 1);
   expect_r18vd_outputs_agree(untuned, first.out, 1, 1e-2, "tuned vs untuned");
 
   // DETFORGE_CUDA_TUNE_CACHE=0: timed again, nothing kept.
-  const Load uncached = load(lb.graph, px, "DETFORGE_CUDA_TUNE= DETFORGE_CUDA_TUNE_CACHE=0");
+  const Load uncached = load(g, px, "DETFORGE_CUDA_TUNE= DETFORGE_CUDA_TUNE_CACHE=0");
   EXPECT_EQ(uncached.stats.cached + uncached.stats.timed, second.stats.cached);
   EXPECT_GT(uncached.stats.timed, 0);
   EXPECT_TRUE(uncached.stats.file.empty());
@@ -96,11 +106,11 @@ TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
 TEST(CudaTuneCache, R18vdStaleEntriesAreTimedAgain) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  LoadedBundle lb = load_bundle_graph(r18_bundle());
-  const auto& in = lb.graph.tensor(lb.graph.inputs[0]).shape;
-  const std::vector<float> px = random_vec(static_cast<size_t>(in[0] * in[1] * in[2]), 0, 1, 62);
+  const R18Input r(62);
+  const auto& g = r.lb.graph;
+  const auto& px = r.px;
   TempCache tc;
-  const Load first = load(lb.graph, px, tc.setting());
+  const Load first = load(g, px, tc.setting());
   ASSERT_TRUE(fs::exists(first.stats.file));
   // Every cached plan names an engine cuDNN does not have, every own choice a kernel that does not exist.
   nlohmann::json j;
@@ -113,11 +123,11 @@ TEST(CudaTuneCache, R18vdStaleEntriesAreTimedAgain) {
   std::printf("made %d plans and %d own choices stale\n", plans, owns);
   ASSERT_GT(plans, 10);
   std::ofstream(first.stats.file) << j.dump(1);
-  const Load again = load(lb.graph, px, tc.setting());
+  const Load again = load(g, px, tc.setting());
   EXPECT_EQ(again.stats.timed, plans + owns) << "the stale entries, each once, are timed again";
   expect_r18vd_outputs_agree(first.out, again.out, 1, 1e-2, "retimed vs first");
   // ... and the file holds working entries again.
-  const Load third = load(lb.graph, px, tc.setting());
+  const Load third = load(g, px, tc.setting());
   EXPECT_EQ(third.stats.timed, 0);
 }
 

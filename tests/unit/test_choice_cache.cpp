@@ -33,6 +33,14 @@ struct TempDir {
 const ChoiceCache::Entry kGpuA = {{"gpu", "H100"}, {"cudnn", "91900"}, {"settings", "tune 1"}};
 const ChoiceCache::Entry kGpuB = {{"gpu", "H200"}, {"cudnn", "91900"}, {"settings", "tune 1"}};
 
+// A cache of `fp` in `dir` holding k = {v: value}, saved; returns its file.
+fs::path saved_with_k(const fs::path& dir, const ChoiceCache::Entry& fp, const std::string& value) {
+  ChoiceCache c(dir, "cuda-tune", fp);
+  c.put("k", {{"v", value}});
+  EXPECT_TRUE(c.save()) << c.problem();
+  return c.file();
+}
+
 TEST(ChoiceCache, EntriesSurviveARoundTripThroughTheFile) {
   TempDir d;
   {
@@ -58,14 +66,12 @@ TEST(ChoiceCache, EntriesSurviveARoundTripThroughTheFile) {
 
 TEST(ChoiceCache, AnotherFingerprintIsAnotherFile) {
   TempDir d;
-  ChoiceCache a(d.path, "cuda-tune", kGpuA);
-  a.put("k", {{"v", "a"}});
-  ASSERT_TRUE(a.save());
+  const fs::path a = saved_with_k(d.path, kGpuA, "a");
   ChoiceCache b(d.path, "cuda-tune", kGpuB);
-  EXPECT_NE(a.file(), b.file());
+  EXPECT_NE(a, b.file());
   EXPECT_EQ(b.find("k"), nullptr);
   ChoiceCache other_kind(d.path, "other", kGpuA);
-  EXPECT_NE(other_kind.file(), a.file());
+  EXPECT_NE(other_kind.file(), a);
 }
 
 TEST(ChoiceCache, ACorruptFileReadsAsEmptyAndIsReplaced) {
@@ -91,14 +97,9 @@ TEST(ChoiceCache, ACorruptFileReadsAsEmptyAndIsReplaced) {
 
 TEST(ChoiceCache, AForeignFingerprintInTheFileIsIgnored) {
   TempDir d;
-  ChoiceCache a(d.path, "cuda-tune", kGpuA);
-  a.put("k", {{"v", "a"}});
-  ASSERT_TRUE(a.save());
+  const fs::path a = saved_with_k(d.path, kGpuA, "a");
   // The same file name holding B's fingerprint (a hand copy, or a hash collision).
-  ChoiceCache b(d.path, "cuda-tune", kGpuB);
-  b.put("k", {{"v", "b"}});
-  ASSERT_TRUE(b.save());
-  fs::copy_file(b.file(), a.file(), fs::copy_options::overwrite_existing);
+  fs::copy_file(saved_with_k(d.path, kGpuB, "b"), a, fs::copy_options::overwrite_existing);
   ChoiceCache r(d.path, "cuda-tune", kGpuA);
   EXPECT_EQ(r.find("k"), nullptr);
   EXPECT_NE(r.problem().find("another fingerprint"), std::string::npos) << r.problem();
