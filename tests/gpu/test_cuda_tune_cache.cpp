@@ -1,5 +1,5 @@
-// The tuning cache (cuda_tune_cache.cpp) with the r18vd engine in fp16 at batch 1: the default
-// engine (DETFORGE_CUDA_TUNE unset) times its kernel choices at a first load and keeps them; a
+// The tuning cache (cuda_tune_cache.cpp) with the r18vd engine in fp16 at batch 1: the tuned
+// engine (DETFORGE_CUDA_TUNE=1) times its kernel choices at a first load and keeps them; a
 // second load takes every choice from the cache, times none, and gives the first load's outputs
 // bit for bit; entries that no longer apply (a plan that does not build, an own kernel of
 // another name) are timed again; and the tuned outputs stay within the fp16 tolerance of the
@@ -31,8 +31,7 @@ struct Load {
   int fused = 0, cached_plans = 0;  // fused convs, and those whose plan came from the cache
 };
 
-// One engine of `g` with the engine's default tuning (the suite's TUNE=0 pin lifted) and its cache
-// in `dir` (or the setting given), run once on `px`.
+// One engine of `g` with the settings given (DETFORGE_CUDA_TUNE=1 and a cache folder), run once on `px`.
 Load load(const graph::Graph& g, const std::vector<float>& px, const std::string& settings) {
   Load l;
   auto eng = fp16_engine(g, 1, {settings});
@@ -68,7 +67,7 @@ struct TempCache {
   fs::path dir = fs::temp_directory_path() / ("detforge-tune-cache-" + std::to_string(::getpid()));
   TempCache() { fs::remove_all(dir); }
   ~TempCache() { fs::remove_all(dir); }
-  std::string setting() const { return "DETFORGE_CUDA_TUNE= DETFORGE_CUDA_TUNE_CACHE=" + dir.string(); }
+  std::string setting() const { return "DETFORGE_CUDA_TUNE=1 DETFORGE_CUDA_TUNE_CACHE=" + dir.string(); }
 };
 
 TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
@@ -79,7 +78,7 @@ TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
   const auto& px = r.px;
   TempCache tc;
   const Load first = load(g, px, tc.setting());
-  ASSERT_TRUE(first.stats.on) << "DETFORGE_CUDA_TUNE unset must tune";
+  ASSERT_TRUE(first.stats.on) << "DETFORGE_CUDA_TUNE=1 must tune";
   EXPECT_GE(first.stats.timed, 30) << "the first load times the fused convs' plans and the own-kernel choices";
   ASSERT_TRUE(fs::exists(first.stats.file)) << first.stats.file << ": " << first.stats.problem;
   EXPECT_EQ(fs::path(first.stats.file).parent_path(), tc.dir);
@@ -97,7 +96,7 @@ TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
   expect_r18vd_outputs_agree(untuned, first.out, 1, 1e-2, "tuned vs untuned");
 
   // DETFORGE_CUDA_TUNE_CACHE=0: timed again, nothing kept.
-  const Load uncached = load(g, px, "DETFORGE_CUDA_TUNE= DETFORGE_CUDA_TUNE_CACHE=0");
+  const Load uncached = load(g, px, "DETFORGE_CUDA_TUNE=1 DETFORGE_CUDA_TUNE_CACHE=0");
   EXPECT_EQ(uncached.stats.cached + uncached.stats.timed, second.stats.cached);
   EXPECT_GT(uncached.stats.timed, 0);
   EXPECT_TRUE(uncached.stats.file.empty());

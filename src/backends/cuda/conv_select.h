@@ -19,8 +19,8 @@
 
 namespace detforge::cuda {
 
-// DETFORGE_CUDA_OWN_CONV: 0 = cuDNN/cuBLASLt only (the default under DETFORGE_CUDA_TUNE=0; the
-// engine's default, TUNE=1, is 1 at margin 1.3), 1 = fastest verified, force = the
+// DETFORGE_CUDA_OWN_CONV: 0 = cuDNN/cuBLASLt only (the default; under DETFORGE_CUDA_TUNE=1 the
+// default is 1 at margin 1.3), 1 = fastest verified, force = the
 // fastest own variant whenever one supports the shape (tests use it to exercise the own kernels).
 // History: in the 2026-12-02 H200 A/B (bench/results/h200/ab-2026-12-02-own-conv) the
 // per-shape choice made batch 1 slower (0.956 vs 0.851 ms): the load-time timing ran each
@@ -29,7 +29,7 @@ namespace detforge::cuda {
 // The candidates are now timed inside a captured graph (conv_select.cpp). With the wgmma
 // families added (session 16, H100) mode 1 measured 0.6628 against 0.6663/0.6678 ms at batch 1
 // and -0.6 % at batch 32: the spread between runs. At margin 1.3 together with the conv plan
-// tunings it measured 2.8 % faster (session 27), the default since (cuda_tune_cache.cpp).
+// tunings it measured 2.8 % faster (session 27): DETFORGE_CUDA_TUNE=1, cached (cuda_tune_cache.cpp).
 // direct = only the halo-tiled 3x3 kernels (kernels/conv_direct.h), each where it beats cuDNN's
 // fused plan inside a captured graph; direct_force = those kernels wherever one supports the
 // shape (tests). Every own choice is still checked against the library's output when one exists.

@@ -38,12 +38,14 @@ struct CudaSettings {
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
-  // DETFORGE_CUDA_TUNE (default 1; 0 = the heuristics' plans and library kernels only): the three
-  // load-time tunings that measured faster together, conv_tune_graph_ 4, conv_knobs_ 1600 and
+  // DETFORGE_CUDA_TUNE=1 (0 = the heuristics' plans and library kernels only, the default): the
+  // three load-time tunings that measured faster together, conv_tune_graph_ 4, conv_knobs_ 1600 and
   // own_conv_ 1 at margin 1.3 (each variable set on its own still overrides). Measured (H100,
   // session 27, fp16 batch 1): 0.635-0.650 ms against 0.658-0.668 in the same two commands, quality
   // within the bars. Their timing (~15 s of load at batch 1, ~45 s at batch 32) is paid once per
-  // GPU, library versions and settings: the choices are kept in the tuning cache.
+  // GPU, library versions and settings: the choices are kept in the tuning cache. It becomes the
+  // default once the cache has run on a GPU (written in session 28, when no device could be started:
+  // tests/gpu/test_cuda_tune_cache.cpp and the A/B in NOTES.md v31 are what that needs).
   // DETFORGE_CUDA_TUNE_CACHE: the cache's folder (default $XDG_CACHE_HOME/detforge, else
   // ~/.cache/detforge); 0 = no cache (every load times again). cuda_tune_cache.cpp.
   std::string tune_cache_dir_;
