@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine): the check that decides whether DETFORGE_CUDA_TUNE=1 becomes the
+# default (NOTES.md v31). Builds; runs the tuning cache's GPU tests (CudaTuneCache, CudaPlanPick);
+# then benchmarks DETFORGE_CUDA_TUNE=1 with an empty cache (cold: the first load times every
+# choice), the untuned default, and DETFORGE_CUDA_TUNE=1 again (warm: every choice from the cache),
+# at batch 1 and, if time is left, at batch 32.
+#   run(command="bash scripts/device_tune_cache_check.sh $OUT/r", carry=[".devdeps"])
+# after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
+# Writes <out>/{build.log,tests.log,ab/,ab32/,cache/} and <out>.tgz (the device returns few files).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: scripts/device_tune_cache_check.sh OUTDIR}
+mkdir -p "$out"
+tz() { tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"; }
+S=$(date +%s); el() { echo "[$(( $(date +%s) - S ))s] $*"; }
+nvidia-smi >"$out/smi.txt" 2>&1
+bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; tz; exit 1; }
+el built
+export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+timeout 150 "$root/build-device/tests/detforge_gpu_tests" --gtest_filter='CudaTuneCache.*:CudaPlanPick.*' \
+  >"$out/tests.log" 2>&1
+echo "tests rc $?"
+grep -E "^\[  (PASSED|FAILED)|FAILED|cached,|stale|Failure|Expected|Which is|tuning cache" "$out/tests.log" | head -40
+el tests; tz
+export DETFORGE_CUDA_TUNE_CACHE=$out/cache
+BATCHES=1 ITERS=300 timeout 150 bash "$root/bench/ab_h200.sh" "$out/ab" "cold:DETFORGE_CUDA_TUNE=1" "untuned:" \
+  "warm:DETFORGE_CUDA_TUNE=1" "untuned2:" "warm2:DETFORGE_CUDA_TUNE=1" >"$out/ab.log" 2>&1
+tail -8 "$out/ab.log"
+el ab1; tz
+if [ $(( $(date +%s) - S )) -lt 300 ]; then
+  BATCHES=32 ITERS=100 timeout $(( 420 - ($(date +%s) - S) )) bash "$root/bench/ab_h200.sh" "$out/ab32" \
+    "cold32:DETFORGE_CUDA_TUNE=1" "untuned32:" "warm32:DETFORGE_CUDA_TUNE=1" >"$out/ab32.log" 2>&1
+  tail -6 "$out/ab32.log"
+fi
+grep -h "timing kernel choices\|timed .* kernel choices\|tuning cache" "$out"/ab*/*.log 2>/dev/null | sort | uniq -c | head
+ls -la "$out/cache"
+tz; el done
