@@ -116,6 +116,12 @@ const char* own_conv_name(int v) {
 
 size_t own_conv_workspace(const ConvShape& s, int v) { return own_conv_is_direct(v) ? 0 : conv_igemm_workspace(s, v); }
 
+bool own_conv_runs(const ConvShape& s, int v, size_t ws_bytes) {
+  if (own_conv_is_direct(v))
+    return conv_direct_supported(s, v - kDirectVariantBase) && conv_direct_variant_runs_here(v - kDirectVariantBase);
+  return conv_igemm_supported(s, v) && conv_igemm_variant_runs_here(v) && conv_igemm_workspace(s, v) <= ws_bytes;
+}
+
 void run_own_conv(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,
               graph::Act act, int v, void* ws, cudaStream_t st) {
   if (own_conv_is_direct(v))
@@ -155,10 +161,9 @@ ConvChoice choose_conv(const std::function<void()>& reference, const ConvShape& 
   std::vector<int> variants;
   if (mode != OwnConvMode::direct && mode != OwnConvMode::direct_force)
     for (int v = 0; v < conv_igemm_variants(); ++v)
-      if (conv_igemm_supported(s, v) && conv_igemm_variant_runs_here(v) && conv_igemm_workspace(s, v) <= b.ws_bytes)
-        variants.push_back(v);
-  for (int v = 0; v < conv_direct_variants(); ++v)
-    if (conv_direct_supported(s, v) && conv_direct_variant_runs_here(v)) variants.push_back(kDirectVariantBase + v);
+      if (own_conv_runs(s, v, b.ws_bytes)) variants.push_back(v);
+  for (int v = kDirectVariantBase; v < kDirectVariantBase + conv_direct_variants(); ++v)
+    if (own_conv_runs(s, v, b.ws_bytes)) variants.push_back(v);
   if (variants.empty() || (!have_ref && !own_conv_forced(mode))) return c;
   const size_t ny = randomize_conv_inputs(s, b.x, b.res, b.stream);
   std::vector<uint16_t> ref;

@@ -50,6 +50,9 @@ double own_conv_margin_from_env(double unset = 1.0);
 constexpr int kDirectVariantBase = 1000;
 const char* own_conv_name(int v);  // throws detforge::Error for an index of neither family
 size_t own_conv_workspace(const ConvShape& s, int v);
+// Variant v (either family) supports `s`, runs on this GPU, and needs at most ws_bytes of workspace:
+// what makes it a candidate (choose_conv) and a cached choice still usable (cuda_tune_cache.cpp).
+bool own_conv_runs(const ConvShape& s, int v, size_t ws_bytes);
 void run_own_conv(const void* x, const void* w, const void* bias, const void* res, void* y, const ConvShape& s,
               graph::Act act, int v, void* ws, cudaStream_t st);
 

@@ -4,7 +4,8 @@
 // settings (core/choice_cache.h). Why: together those tunings measured 2.8 % faster at batch 1
 // (H100, session 27: 0.643 against 0.662 ms), but timing every candidate costs ~15 s of engine
 // load at batch 1 and ~45 s at batch 32; from the cache a load costs what the untuned one does
-// (one plan built per conv, no timing), so the tunings are the default (DETFORGE_CUDA_TUNE=1).
+// (one plan built per conv, no timing), which is what DETFORGE_CUDA_TUNE=1 waited for to become
+// the default (it stays 0 until this cache has run on a GPU: NOTES.md v31).
 //
 // A cached cuDNN plan is rebuilt from its engine and knob choices; if it no longer builds (another
 // cuDNN would have another fingerprint, so this means a changed frontend) the conv is timed
@@ -37,22 +38,19 @@ std::string num(double v) {
 
 // The own variant of this name that runs `s` here, -1 when none (renamed, removed, unsupported).
 int own_variant_named(const std::string& name, const ConvShape& s, size_t ws_bytes) {
-  for (int v = 0; v < conv_igemm_variants(); ++v)
-    if (name == conv_igemm_variant_name(v))
-      return conv_igemm_supported(s, v) && conv_igemm_variant_runs_here(v) && conv_igemm_workspace(s, v) <= ws_bytes
-                 ? v
-                 : -1;
-  for (int v = 0; v < conv_direct_variants(); ++v)
-    if (name == conv_direct_variant_name(v))
-      return conv_direct_supported(s, v) && conv_direct_variant_runs_here(v) ? kDirectVariantBase + v : -1;
-  return -1;
+  int v = -1;
+  for (int k = 0; k < conv_igemm_variants() && v < 0; ++k)
+    if (name == conv_igemm_variant_name(k)) v = k;
+  for (int k = 0; k < conv_direct_variants() && v < 0; ++k)
+    if (name == conv_direct_variant_name(k)) v = kDirectVariantBase + k;
+  return v >= 0 && own_conv_runs(s, v, ws_bytes) ? v : -1;
 }
 
 }  // namespace
 
 bool CudaEngine::tunes() const {
   return half_ && (conv_tune_graph_ > 0 || conv_knobs_ > 0 || own_conv_ == OwnConvMode::fastest ||
-                                 own_conv_ == OwnConvMode::direct);
+                   own_conv_ == OwnConvMode::direct);
 }
 
 void CudaEngine::open_tune_cache() {
