@@ -32,6 +32,9 @@ BenchResult bench_engine(Engine& engine, const float* pixels, int batch, int war
     r.tune_cached = tune.cached;
     r.tune_timed = tune.timed;
     r.tune_cache = tune.file;
+    const auto green = e->green_stats(batch);
+    r.green_sms = green.sms;
+    r.green_ops = green.ops;
     cudaEvent_t a, b;
     DF_CUDA(cudaEventCreate(&a));
     DF_CUDA(cudaEventCreate(&b));
@@ -64,6 +67,7 @@ nlohmann::json to_json(const BenchResult& r) {
           {"graph_memsets_replaced", r.graph_memsets_replaced}, {"small_linears", r.small_linears},
           {"graph_check", r.graph_check},
           {"tuning", {{"on", r.tuned}, {"cached", r.tune_cached}, {"timed", r.tune_timed}, {"cache", r.tune_cache}}},
+          {"green", {{"sms", r.green_sms}, {"ops", r.green_ops}}},
           {"merged_launches", {{"box_steps", r.box_steps}, {"ln_adds", r.ln_adds}, {"upsample_concats", r.upsample_concats}}}};
 }
 

@@ -20,8 +20,8 @@ struct BenchResult {
   LatencyStats engine;      // ms per forward of `batch` images
   double images_per_s = 0;  // batch / engine p50
   int graph_nodes = 0;      // CUDA: nodes of the captured graph (0 elsewhere)
-  int graph_streams = 0;
-  std::string graph_check;  // CUDA: CudaEngine::graph_check (the graph-versus-eager check at capture)    // CUDA: streams the graph's ops are spread over (DETFORGE_CUDA_STREAMS)
+  int graph_streams = 0;    // CUDA: streams the graph's ops are spread over (DETFORGE_CUDA_STREAMS)
+  std::string graph_check;  // CUDA: CudaEngine::graph_check (the graph-versus-eager check at capture)
   int graph_waits = 0;      // CUDA: cross-stream dependencies in it
   int graph_memsets_replaced = 0;  // CUDA: memset nodes run as kernels (DETFORGE_CUDA_MEMSET_KERNELS)
   int small_linears = 0;  // CUDA: linears on the own small-K / small-N kernels (DETFORGE_CUDA_SMALL_LINEAR)
@@ -32,6 +32,8 @@ struct BenchResult {
   bool tuned = false;
   int tune_cached = 0, tune_timed = 0;
   std::string tune_cache;
+  // CUDA: DETFORGE_CUDA_GREEN_SMS: the green partition's SMs (0: none) and the ops on it.
+  int green_sms = 0, green_ops = 0;
 };
 
 // pixels: batch images of the engine's input, NHWC fp32.

@@ -56,17 +56,22 @@ std::vector<std::vector<int>> hazard_deps(const std::vector<OpAccess>& ops) {
   return deps;
 }
 
-StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_streams) {
+StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_streams, const std::vector<char>* pinned) {
   const size_t n = ops.size();
   max_streams = std::max(max_streams, 1);
   StreamSchedule s;
   s.stream.assign(n, 0);
   s.waits.assign(n, {});
   s.record.assign(n, 0);
-  if (max_streams == 1) return s;
+  auto is_pinned = [&](size_t j) { return pinned && j < pinned->size() && (*pinned)[j]; };
+  bool any_pinned = false;
+  for (size_t j = 0; j < n; ++j) any_pinned = any_pinned || is_pinned(j);
+  if (max_streams == 1 && !any_pinned) return s;
   const auto deps = hazard_deps(ops);
   std::vector<OpSet> anc(n, OpSet(n)), hb(n, OpSet(n));
   std::vector<int> tail;
+  constexpr int kPinned = -2;  // numbered after the others once their count is known
+  int pinned_tail = -1;
   for (size_t j = 0; j < n; ++j) {
     for (int d : deps[j]) {
       anc[j].merge(anc[d]);
@@ -74,9 +79,11 @@ StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_stream
     }
     // Continue the stream whose last op this one needs anyway (the latest such op).
     int st = -1, best_tail = -1;
-    for (size_t k = 0; k < tail.size(); ++k)
+    for (size_t k = 0; k < tail.size() && !is_pinned(j); ++k)
       if (anc[j].test(tail[k]) && tail[k] > best_tail) st = static_cast<int>(k), best_tail = tail[k];
-    if (st < 0) {
+    if (is_pinned(j)) {
+      st = kPinned;
+    } else if (st < 0) {
       if (static_cast<int>(tail.size()) < max_streams) {
         st = static_cast<int>(tail.size());
         tail.push_back(-1);
@@ -84,10 +91,11 @@ StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_stream
         st = static_cast<int>(std::min_element(tail.begin(), tail.end()) - tail.begin());
       }
     }
+    int& last = st == kPinned ? pinned_tail : tail[st];
     OpSet cur(n);
-    if (tail[st] >= 0) {
-      cur.merge(hb[tail[st]]);
-      cur.set(tail[st]);
+    if (last >= 0) {
+      cur.merge(hb[last]);
+      cur.set(last);
     }
     for (auto it = deps[j].rbegin(); it != deps[j].rend(); ++it) {
       const int d = *it;
@@ -98,10 +106,17 @@ StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_stream
       cur.set(d);
     }
     hb[j] = std::move(cur);
-    tail[st] = static_cast<int>(j);
+    last = static_cast<int>(j);
     s.stream[j] = st;
   }
   s.streams = std::max<int>(1, static_cast<int>(tail.size()));
+  if (any_pinned) {
+    // Op 0 is never pinned in practice (the input conversion); when it is, stream 0 stays empty.
+    s.pinned_stream = tail.empty() ? 1 : s.streams;
+    s.streams = s.pinned_stream + 1;
+    for (int& st : s.stream)
+      if (st == kPinned) st = s.pinned_stream;
+  }
   return s;
 }
 

@@ -28,6 +28,7 @@ struct StreamSchedule {
   std::vector<int> stream;              // per op
   std::vector<std::vector<int>> waits;  // per op: ops on other streams to wait for before it runs
   std::vector<char> record;             // per op: 1 when another op waits for it (record an event)
+  int pinned_stream = -1;               // the stream of the pinned ops (the last one), -1 when none
 };
 
 // For each op, the earlier ops it must follow (hazards on overlapping bytes), ascending.
@@ -38,7 +39,12 @@ std::vector<std::vector<int>> hazard_deps(const std::vector<OpAccess>& ops);
 // joins the stream whose last op is oldest. It waits only for dependencies that the stream's
 // order and its earlier waits do not already guarantee. max_streams = 1 gives the sequential
 // order with no waits.
-StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_streams);
+// pinned (optional, one flag per op): those ops run on one stream of their own, after the others
+// (index streams - 1, StreamSchedule::pinned_stream), and no other op joins it; max_streams bounds
+// the other streams. Why: the CUDA backend can confine that stream to a few SMs (a green context,
+// cuda_green.h), so work off the critical path stops taking the path's SMs.
+StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_streams,
+                                const std::vector<char>* pinned = nullptr);
 
 // True when every hazard of `ops` is ordered by `s` (same stream in order, or through waits);
 // `why` names the first unordered pair. For tests and a debug check.

@@ -3,6 +3,7 @@
 // schedule with a wait removed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "graph/stream_schedule.h"
@@ -112,4 +113,69 @@ TEST(StreamSchedule, RandomGraphsAreAlwaysSafeAndADroppedWaitIsCaught) {
     }
   }
   EXPECT_GT(dropped_checked, 50);
+}
+
+TEST(StreamSchedule, PinnedOpsHaveTheLastStreamToThemselves) {
+  // 0: x ; 1: x -> v (pinned) ; 2: x -> y ; 3: y -> z ; 4: v, z -> w ; 5: x -> u (pinned)
+  std::vector<OpAccess> ops = {acc({}, {buf(0)}),        acc({buf(0)}, {buf(1)}), acc({buf(0)}, {buf(2)}),
+                               acc({buf(2)}, {buf(3)}),  acc({buf(1), buf(3)}, {buf(4)}),
+                               acc({buf(0)}, {buf(5)})};
+  const std::vector<char> pinned = {0, 1, 0, 0, 0, 1};
+  const auto s = schedule_streams(ops, 4, &pinned);
+  ASSERT_GE(s.pinned_stream, 1);
+  EXPECT_EQ(s.pinned_stream, s.streams - 1);
+  for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(s.stream[i] == s.pinned_stream, pinned[i] != 0) << "op " << i;
+  // The join waits for the pinned producer; nothing needs to wait for op 5.
+  EXPECT_NE(std::find(s.waits[4].begin(), s.waits[4].end(), 1), s.waits[4].end());
+  EXPECT_TRUE(s.record[1]);
+  std::string why;
+  EXPECT_TRUE(schedule_is_safe(ops, s, &why)) << why;
+  // With the two side ops pinned, the others need one stream (a chain); without pins, three.
+  EXPECT_EQ(s.streams, 2);
+  const auto plain = schedule_streams(ops, 4);
+  EXPECT_EQ(plain.pinned_stream, -1);
+  EXPECT_EQ(plain.streams, 3);
+}
+
+TEST(StreamSchedule, PinnedOpsStayApartOnOneStreamToo) {
+  std::vector<OpAccess> ops = {acc({}, {buf(0)}), acc({buf(0)}, {buf(1)}), acc({buf(0)}, {buf(2)}),
+                               acc({buf(1), buf(2)}, {buf(3)})};
+  const std::vector<char> pinned = {0, 1, 0, 0};
+  const auto s = schedule_streams(ops, 1, &pinned);
+  EXPECT_EQ(s.streams, 2);
+  EXPECT_EQ(s.pinned_stream, 1);
+  EXPECT_EQ(s.stream[0], 0);
+  EXPECT_EQ(s.stream[1], 1);
+  EXPECT_EQ(s.stream[2], 0);
+  EXPECT_EQ(s.stream[3], 0);
+  std::string why;
+  EXPECT_TRUE(schedule_is_safe(ops, s, &why)) << why;
+}
+
+TEST(StreamSchedule, RandomGraphsWithPinnedOpsAreSafe) {
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 5 + static_cast<int>(rng() % 40);
+    std::vector<OpAccess> ops(n);
+    std::vector<char> pinned(n, 0);
+    bool any = false;
+    for (int j = 0; j < n; ++j) {
+      auto range = [&] {
+        const uint64_t b = rng() % 2000, len = 1 + rng() % 300;
+        return ByteRange{b, b + len};
+      };
+      for (int k = 0, nr = static_cast<int>(rng() % 3); k < nr; ++k) ops[j].reads.push_back(range());
+      for (int k = 0, nw = 1 + static_cast<int>(rng() % 2); k < nw; ++k) ops[j].writes.push_back(range());
+      pinned[j] = j > 0 && rng() % 5 == 0;
+      any = any || pinned[j];
+    }
+    for (int ms = 1; ms <= 4; ++ms) {
+      const auto s = schedule_streams(ops, ms, &pinned);
+      std::string why;
+      ASSERT_TRUE(schedule_is_safe(ops, s, &why)) << "trial " << trial << " streams " << ms << ": " << why;
+      EXPECT_EQ(s.pinned_stream >= 0, any);
+      EXPECT_LE(s.streams, ms + (any ? 1 : 0));
+      for (int j = 0; j < n; ++j) EXPECT_EQ(s.stream[j] == s.pinned_stream, pinned[j] != 0);
+    }
+  }
 }

@@ -5,6 +5,7 @@
 // not overlap (src/backends/cuda/NOTES.md v10).
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -138,7 +139,21 @@ void CudaEngine::prepare(int batch) {
   // One eager pass first: cuDNN/cuBLASLt load their kernels lazily, which capture forbids.
   forward(p, batch, false);
   DF_CUDA(cudaStreamSynchronize(stream_));
+  if (uses_green(p)) {
+    // ... and once more on the plan's streams: a kernel loads per context, and the green stream's
+    // context is its own (cuda_green_ops.cpp). Should that still leave the capture failing, the
+    // plan drops the green stream.
+    forward(p, batch, false, /*concurrent=*/true);
+    DF_CUDA(cudaStreamSynchronize(stream_));
+  }
   capture_and_instantiate(p, batch);
+  if (!p.exec && uses_green(p)) {
+    std::fprintf(stderr, "detforge: the graph with the green stream did not capture (%s); capturing without it\n",
+                 p.capture_error.c_str());
+    p.green_off = true;
+    p.capture_error.clear();
+    recapture(p, batch);
+  }
   if (!graph_check_) {
     p.graph_check = "off";
     return;
@@ -154,10 +169,12 @@ void CudaEngine::prepare(int batch) {
   std::string why = "the " + std::to_string(p.sched.streams) + "-stream graph differed from the eager forward (" +
                     first + ")";
   for (int step = p.conv_order == 9 ? 1 : 0; step < 2 && !first.empty(); ++step) {
-    if (step == 0)
+    if (step == 0) {
       p.conv_order = 9;
-    else
+    } else {
       p.max_streams = 1;
+      p.green_off = true;  // one stream means one
+    }
     recapture(p, batch);
     if (!p.exec) return;
     first = graph_differs_from_eager(p, batch);

@@ -128,6 +128,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   setup_ln_adds();
   setup_linear_lns();
   setup_upsample_concats();
+  setup_green();
   critical_ = graph::critical_ops(g_, 0.25);
   plan_memory();
   find_stem_op();
@@ -167,6 +168,8 @@ CudaEngine::~CudaEngine() {
   for (auto h : side_cudnn_) cudnnDestroy(h);
   for (auto* w : side_ws_) cudaFree(w);
   for (auto st : side_) cudaStreamDestroy(st);
+  cudaFree(green_ws_);
+  green_.reset();  // after the plans' events, some of which are the green context's
   image_input_.reset();
   cudaFree(d_select_);
   cudaFreeHost(h_select_);
@@ -301,19 +304,28 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
   // Eager only: the graph makes the early-start edges into library kernels full (harden_edges).
   const LibraryFence fence(eager_fence_ && capturing == cudaStreamCaptureStatusNone);
   const auto& sc = p.sched;
-  auto stream_of = [&](size_t e) { return !concurrent || sc.stream[e] == 0 ? stream_ : side_[sc.stream[e] - 1]; };
-  auto ws_of = [&](size_t e) { return !concurrent || sc.stream[e] == 0 ? workspace_ : side_ws_[sc.stream[e] - 1]; };
+  auto stream_of = [&](size_t e) { return !concurrent || sc.stream[e] == 0 ? stream_ : side_stream(p, sc.stream[e]); };
+  auto ws_of = [&](size_t e) {
+    const int k = sc.stream[e];
+    return !concurrent || k == 0 ? workspace_ : k == sc.pinned_stream ? green_ws_ : side_ws_[k - 1];
+  };
   // Fork and join events live as long as the plan (events[n..]): a capture may still refer to them.
   const size_t n_ent = g_.ops.size() + 1;
   if (concurrent && p.events.size() < n_ent + sc.streams) {
+    const size_t had = std::max(p.events.size(), n_ent);
     p.events.resize(n_ent + sc.streams, nullptr);
-    for (size_t k = n_ent; k < p.events.size(); ++k) DF_CUDA(cudaEventCreateWithFlags(&p.events[k], cudaEventDisableTiming));
+    for (size_t k = had; k < p.events.size(); ++k) {
+      if (static_cast<int>(k - n_ent) == sc.pinned_stream)  // recorded on the green stream (the join)
+        p.events[k] = green_->make_event();
+      else
+        DF_CUDA(cudaEventCreateWithFlags(&p.events[k], cudaEventDisableTiming));
+    }
   }
   if (concurrent) {
     // Fork: every side stream joins the capture by waiting on an event of the origin stream.
     cudaEvent_t fork = p.events[n_ent];
     DF_CUDA(cudaEventRecord(fork, stream_));
-    for (int k = 1; k < sc.streams; ++k) DF_CUDA(cudaStreamWaitEvent(side_[k - 1], fork, 0));
+    for (int k = 1; k < sc.streams; ++k) DF_CUDA(cudaStreamWaitEvent(side_stream(p, k), fork, 0));
   }
   auto before = [&](size_t e) {
     if (!concurrent) return;
@@ -382,7 +394,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
     // Join: the origin stream waits for every side stream's last op.
     for (int k = 1; k < sc.streams; ++k) {
       cudaEvent_t j = p.events[n_ent + k];
-      DF_CUDA(cudaEventRecord(j, side_[k - 1]));
+      DF_CUDA(cudaEventRecord(j, side_stream(p, k)));
       DF_CUDA(cudaStreamWaitEvent(stream_, j, 0));
     }
   }

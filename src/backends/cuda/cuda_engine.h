@@ -18,6 +18,7 @@
 
 #include "backends/cuda/conv_select.h"
 #include "backends/cuda/cublaslt_linear.h"
+#include "backends/cuda/cuda_green.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/cuda_settings.h"
 #include "backends/cuda/cudnn_fused_conv.h"
@@ -52,6 +53,9 @@ class CaptureNodes {
 // DETFORGE_CUDA_LATE_VALUE's ops (cuda_late_values.cpp): (anchor op, value linear) pairs of
 // `mode` (1-4), each value to run after its anchor; empty when the graph has none.
 std::vector<std::pair<int, int>> late_value_ops(const graph::Graph& g, int mode);
+// The decoder's value projections (cuda_late_values.cpp): the linears whose outputs only
+// ms_deform_attn ops read, as values; ascending op indices.
+std::vector<int> decoder_value_linears(const graph::Graph& g);
 
 // DETFORGE_CUDA_LINEAR_LN's candidates (cuda_linear_lns.cpp): (linear, layer_norm) pairs where
 // the layer_norm is the only reader of the linear's output and kernels/linear_ln.h takes the
@@ -160,6 +164,13 @@ class CudaEngine : public Engine, private CudaSettings {
     std::string file, problem;
   };
   TuneStats tune_stats() const;
+  // DETFORGE_CUDA_GREEN_SMS (cuda_green_ops.cpp): the green partition's SMs (0: none), the ops that
+  // batch's graph runs there, and why there is no partition when one was asked for.
+  struct GreenStats {
+    int sms = 0, ops = 0;
+    std::string problem;
+  };
+  GreenStats green_stats(int batch);
   // What prepare() found when it compared the captured graph's outputs with the eager forward's
   // on one input (DETFORGE_CUDA_GRAPH_CHECK, default 1): "equal", or which schedule it fell back
   // to and why; "off" when the check is off, "" while no graph is captured.
@@ -259,6 +270,9 @@ class CudaEngine : public Engine, private CudaSettings {
     int conv_order = 0;
     std::vector<char> order_ops;  // conv_order 6: by op, the fused convs to order (conflicting_convs)
     int max_streams = 1;
+    // DETFORGE_CUDA_GREEN_SMS: green_op_ stays off green_ in this plan (its capture failed there,
+    // or the graph check fell back to one stream).
+    bool green_off = false;
     std::string graph_check;  // what prepare()'s graph-versus-eager check found (graph_check())
     int memsets_replaced = 0;  // DETFORGE_CUDA_MEMSET_KERNELS
     std::vector<void*> op_ws;         // by op: DETFORGE_CUDA_OP_WORKSPACE private workspace, or null
@@ -455,6 +469,14 @@ class CudaEngine : public Engine, private CudaSettings {
   size_t workspace_bytes_ = 0;
   std::vector<cudaStream_t> side_;
   std::vector<void*> side_ws_;
+  // DETFORGE_CUDA_GREEN_SMS (cuda_green_ops.cpp): the stream confined to a few SMs, its workspace,
+  // and by op whether a schedule pins it there (the decoder's value projections).
+  std::unique_ptr<GreenStream> green_;
+  void* green_ws_ = nullptr;
+  std::vector<char> green_op_;
+  void setup_green();  // constructor, once the op order is final
+  bool uses_green(const BatchPlan& p) const;  // p's schedule pins green_op_ to green_
+  cudaStream_t side_stream(const BatchPlan& p, int k) const;  // stream k >= 1 of p's schedule
   float* d_in32_ = nullptr;             // fp32 pixels as uploaded
   float* h_in_ = nullptr;               // pinned
   std::vector<float*> d_out32_, h_out_;  // per graph output, fp32

@@ -25,6 +25,32 @@ namespace detforge::cuda {
 
 using graph::OpKind;
 
+namespace {
+
+// The linear making ms_deform_attn op d's values, when only ms_deform_attn ops read them as values
+// (by this op, or under graph::merge_value_projections by every decoder layer as column slices);
+// else -1.
+int value_linear_of(const graph::Graph& g, const std::vector<std::vector<int>>& cons, const std::vector<int>& prod,
+                    size_t d) {
+  if (g.ops[d].kind != OpKind::ms_deform_attn) return -1;
+  const graph::TensorId v = g.ops[d].inputs[0];
+  const int l = prod[v];
+  return l >= 0 && g.ops[l].kind == OpKind::linear && graph::read_only_as_deform_values(g, cons, v) ? l : -1;
+}
+
+}  // namespace
+
+std::vector<int> decoder_value_linears(const graph::Graph& g) {
+  const auto cons = graph::consumers(g);
+  const auto prod = graph::producers(g);
+  std::vector<int> r;
+  for (size_t d = 0; d < g.ops.size(); ++d)
+    if (const int l = value_linear_of(g, cons, prod, d); l >= 0) r.push_back(l);
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
 std::vector<std::pair<int, int>> late_value_ops(const graph::Graph& g, int mode) {
   if (mode <= 0) return {};
   const auto cons = graph::consumers(g);
@@ -48,13 +74,8 @@ std::vector<std::pair<int, int>> late_value_ops(const graph::Graph& g, int mode)
     if (g.ops[d].kind != OpKind::ms_deform_attn) continue;
     const int a = mode == 4 && prev_deform >= 0 ? prev_deform : anchor;
     prev_deform = static_cast<int>(d);
-    const graph::TensorId v = g.ops[d].inputs[0];
-    const int l = prod[v];
-    // Read only as values: by this op, or (graph::merge_value_projections) by every decoder layer
-    // as column slices, moved once.
-    if (l < 0 || g.ops[l].kind != OpKind::linear || !graph::read_only_as_deform_values(g, cons, v) ||
-        graph::has_bit(anc[a], l))
-      continue;
+    const int l = value_linear_of(g, cons, prod, d);  // a merged value linear is moved once
+    if (l < 0 || graph::has_bit(anc[a], l)) continue;
     if (std::any_of(r.begin(), r.end(), [l = l](const auto& p) { return p.second == l; })) continue;
     bool inputs_ready = true;  // every input exists before the anchor runs
     for (graph::TensorId t : g.ops[l].inputs)

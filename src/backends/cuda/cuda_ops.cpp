@@ -234,8 +234,11 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
       return;
     }
     const bool relu = lt_fuses_relu(op.act(), res);
-    p.lin[i] = lt_linear(lt_, rows, N, K, half_, bias, op.act(), res, workspace_bytes_, op,
-                         rows >= 4096 && rows <= 16800 ? lt_sm_target_ : 0);
+    // On the green stream (DETFORGE_CUDA_GREEN_SMS) a plan for the partition's SMs.
+    const int sm_target = !green_op_.empty() && green_op_[i] && green_ ? green_->sms()
+                          : rows >= 4096 && rows <= 16800             ? lt_sm_target_
+                                                                       : 0;
+    p.lin[i] = lt_linear(lt_, rows, N, K, half_, bias, op.act(), res, workspace_bytes_, op, sm_target);
     tune_lt(*p.lin[i], op, rows, N, K, bias, res);
     if (half_ && own_conv_ != OwnConvMode::off) {
       // A linear is a 1x1 convolution over `rows` pixels: our implicit-GEMM variants compete

@@ -70,16 +70,30 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
     acc[anchor + 1].writes.push_back(graph::ByteRange{k, k + 1});
     acc[v + 1].reads.push_back(graph::ByteRange{k, k + 1});
   }
-  p.sched = graph::schedule_streams(acc, p.max_streams);
+  // DETFORGE_CUDA_GREEN_SMS: the decoder's value projections on a stream of their own, in a green
+  // context (cuda_green_ops.cpp).
+  std::vector<char> pinned;
+  if (green_ && green_->stream() && !p.green_off) {
+    pinned.assign(n, 0);
+    for (size_t i = 0; i < g_.ops.size(); ++i) pinned[i + 1] = green_op_[i];
+  }
+  p.sched = graph::schedule_streams(acc, p.max_streams, pinned.empty() ? nullptr : &pinned);
   p.acc = acc;
   std::string why;
   if (!graph::schedule_is_safe(acc, p.sched, &why)) throw Error("cuda backend: unsafe stream schedule: " + why);
   for (cudaEvent_t ev : p.events)  // a schedule made again (prepare's graph check)
     if (ev) cudaEventDestroy(ev);
   p.events.assign(n, nullptr);
-  for (size_t e = 0; e < n; ++e)
-    if (p.sched.record[e]) DF_CUDA(cudaEventCreateWithFlags(&p.events[e], cudaEventDisableTiming));
-  while (static_cast<int>(side_.size()) + 1 < p.sched.streams) {
+  for (size_t e = 0; e < n; ++e) {
+    if (!p.sched.record[e]) continue;
+    if (p.sched.stream[e] == p.sched.pinned_stream)  // recorded on the green stream
+      p.events[e] = green_->make_event();
+    else
+      DF_CUDA(cudaEventCreateWithFlags(&p.events[e], cudaEventDisableTiming));
+  }
+  if (uses_green(p) && !green_ws_) DF_CUDA(cudaMalloc(&green_ws_, workspace_bytes_));
+  const int regular_streams = p.sched.streams - (uses_green(p) ? 1 : 0);
+  while (static_cast<int>(side_.size()) + 1 < regular_streams) {
     cudaStream_t st = nullptr;
     void* ws = nullptr;
     DF_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));

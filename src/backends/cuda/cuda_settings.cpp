@@ -75,6 +75,7 @@ void CudaEngine::read_settings() {
   if (stem_mode_ != 0) pad_input_ = 0;  // the direct stem reads the fp32 input
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
   late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);
+  green_sms_ = env_int("DETFORGE_CUDA_GREEN_SMS", 0, 0, 1024);
   // Own kernels for the linears with K <= 8 or N <= 8 (kernels/small_linear.cu): cuBLASLt took
   // ~3-3.6 us for each of the decoder's query_pos_head.layers.0 and bbox head last layers at
   // batch 1, ~8.6 us for the encoder's bbox head (H200 CUPTI). DETFORGE_CUDA_SMALL_LINEAR: 0 all

@@ -175,6 +175,10 @@ struct CudaSettings {
   bool pool_quad_ = false;
   bool upsample_concat_on_ = true;  // DETFORGE_CUDA_UPSAMPLE_CONCAT (default 1): upsampled_from_
   int late_value_ = 3;  // DETFORGE_CUDA_LATE_VALUE (cuda_late_values.cpp)
+  // DETFORGE_CUDA_GREEN_SMS=n (0 = off, the default; not yet run on a GPU): the decoder's value
+  // projections run on a stream of a green context of >= n SMs (cuda_green.h, cuda_green_ops.cpp),
+  // so they stop taking SMs from the path's kernels (NOTES.md v32 says what it should save).
+  int green_sms_ = 0;
   // DETFORGE_CUDA_PAD_INPUT=P (cuda_input_conv.cpp): the conv that reads the input converted to
   // fp16 with P channels (zeros past the image's), and its weight, uploaded with P input channels.
   int pad_input_ = 0;
