@@ -67,6 +67,7 @@ for v in variants:
                          "graph_streams": j["engine"].get("graph_streams"), "graph_waits": j["engine"].get("graph_waits"),
                          "small_linears": j["engine"].get("small_linears"),
                          "graph_check": j["engine"].get("graph_check"), "tuning": j["engine"].get("tuning"),
+                         "green": j["engine"].get("green"),
                          "e2e_ms_p50": j.get("e2e_ms_p50"), "e2e_raw_ms_p50": j.get("e2e_raw_ms_p50")})
 json.dump(recs, open(os.path.join(out, "ab.json"), "w"), indent=1)
 base = {}
@@ -78,5 +79,6 @@ for r in recs:
           f"{r['engine_load_s'] or 0:7.1f} {r['kernels_per_forward'] or 0:7.0f} {r['gpu_ms_per_forward'] or 0:7.3f} "
           f"{r['graph_streams']}" + (f"  e2e {r['e2e_ms_p50']:.4f}" if r["e2e_ms_p50"] else "")
           + (f" raw {r['e2e_raw_ms_p50']:.4f}" if r["e2e_raw_ms_p50"] else "")
-          + (f"  tuning: {r['tuning']['cached']} cached, {r['tuning']['timed']} timed" if (r["tuning"] or {}).get("on") else ""))
+          + (f"  tuning: {r['tuning']['cached']} cached, {r['tuning']['timed']} timed" if (r["tuning"] or {}).get("on") else "")
+          + (f"  green: {r['green']['ops']} ops on {r['green']['sms']} SMs" if (r["green"] or {}).get("sms") else ""))
 PY

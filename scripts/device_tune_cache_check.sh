@@ -3,7 +3,8 @@
 # default (NOTES.md v31). Builds; runs the tuning cache's GPU tests (CudaTuneCache, CudaPlanPick);
 # then benchmarks DETFORGE_CUDA_TUNE=1 with an empty cache (cold: the first load times every
 # choice), the untuned default, and DETFORGE_CUDA_TUNE=1 again (warm: every choice from the cache),
-# at batch 1 and, if time is left, at batch 32.
+# at batch 1 and, if time is left, at batch 32. The same call runs the green stream's tests
+# (CudaGreen*) and times DETFORGE_CUDA_GREEN_SMS=16 and 32 (NOTES.md v32) beside the default.
 #   run(command="bash scripts/device_tune_cache_check.sh $OUT/r", carry=[".devdeps"])
 # after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
 # Writes <out>/{build.log,tests.log,ab/,ab32/,cache/} and <out>.tgz (the device returns few files).
@@ -18,17 +19,19 @@ bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$out/buil
   { tail -40 "$out/build.log"; tz; exit 1; }
 el built
 export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-timeout 150 "$root/build-device/tests/detforge_gpu_tests" --gtest_filter='CudaTuneCache.*:CudaPlanPick.*' \
-  >"$out/tests.log" 2>&1
+timeout 240 "$root/build-device/tests/detforge_gpu_tests" \
+  --gtest_filter='CudaTuneCache.*:CudaPlanPick.*:CudaGreen*' >"$out/tests.log" 2>&1
 echo "tests rc $?"
-grep -E "^\[  (PASSED|FAILED)|FAILED|cached,|stale|Failure|Expected|Which is|tuning cache" "$out/tests.log" | head -40
+grep -E "^\[  (PASSED|FAILED)|FAILED|cached,|stale|Failure|Expected|Which is|tuning cache|green" "$out/tests.log" | head -40
 el tests; tz
 export DETFORGE_CUDA_TUNE_CACHE=$out/cache
-BATCHES=1 ITERS=300 timeout 150 bash "$root/bench/ab_h200.sh" "$out/ab" "cold:DETFORGE_CUDA_TUNE=1" "untuned:" \
-  "warm:DETFORGE_CUDA_TUNE=1" "untuned2:" "warm2:DETFORGE_CUDA_TUNE=1" >"$out/ab.log" 2>&1
-tail -8 "$out/ab.log"
+BATCHES=1 ITERS=300 timeout 200 bash "$root/bench/ab_h200.sh" "$out/ab" "cold:DETFORGE_CUDA_TUNE=1" "untuned:" \
+  "warm:DETFORGE_CUDA_TUNE=1" "g16:DETFORGE_CUDA_GREEN_SMS=16" "g16lv0:DETFORGE_CUDA_GREEN_SMS=16 DETFORGE_CUDA_LATE_VALUE=0" \
+  "g32lv0:DETFORGE_CUDA_GREEN_SMS=32 DETFORGE_CUDA_LATE_VALUE=0" "untuned2:" "warm2:DETFORGE_CUDA_TUNE=1" \
+  >"$out/ab.log" 2>&1
+tail -11 "$out/ab.log"
 el ab1; tz
-if [ $(( $(date +%s) - S )) -lt 300 ]; then
+if [ $(( $(date +%s) - S )) -lt 330 ]; then
   BATCHES=32 ITERS=100 timeout $(( 420 - ($(date +%s) - S) )) bash "$root/bench/ab_h200.sh" "$out/ab32" \
     "cold32:DETFORGE_CUDA_TUNE=1" "untuned32:" "warm32:DETFORGE_CUDA_TUNE=1" >"$out/ab32.log" 2>&1
   tail -6 "$out/ab32.log"

@@ -474,7 +474,9 @@ class CudaEngine : public Engine, private CudaSettings {
   std::unique_ptr<GreenStream> green_;
   void* green_ws_ = nullptr;
   std::vector<char> green_op_;
+  int64_t green_rows_ = 0;  // rows per image of the first of them
   void setup_green();  // constructor, once the op order is final
+  bool green_at(int batch) const;  // green_op_ go to green_ at this batch (small batches only)
   bool uses_green(const BatchPlan& p) const;  // p's schedule pins green_op_ to green_
   cudaStream_t side_stream(const BatchPlan& p, int k) const;  // stream k >= 1 of p's schedule
   float* d_in32_ = nullptr;             // fp32 pixels as uploaded

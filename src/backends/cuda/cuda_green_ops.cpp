@@ -12,12 +12,18 @@
 // so no kernel expects more co-resident CTAs than the partition holds. Events recorded on that
 // stream come from the green context. Before the first capture one concurrent eager forward
 // loads the kernels into the green context (capture forbids loading); if the capture still
-// fails there, the plan drops the green stream and captures again.
+// fails there, the plan drops the green stream and captures again. Only at batches whose value
+// GEMMs have at most 16,800 rows (r18vd: batch 1-2): at batch 32 each is 268,800 x 256 x 256, and
+// a few SMs would take longer than the decoder waits for them.
 #include <cstdio>
 
 #include "backends/cuda/cuda_engine.h"
 
 namespace detforge::cuda {
+
+namespace {
+constexpr int64_t kGreenMaxRows = 16800;
+}  // namespace
 
 void CudaEngine::setup_green() {
   green_op_.assign(g_.ops.size(), 0);
@@ -31,6 +37,12 @@ void CudaEngine::setup_green() {
     return;
   }
   for (int v : values) green_op_[v] = 1;
+  const graph::Op& op = g_.ops[values[0]];
+  green_rows_ = g_.tensor(op.inputs[0]).numel() / g_.tensor(op.inputs[1]).shape[1];
+}
+
+bool CudaEngine::green_at(int batch) const {
+  return green_ && green_->stream() && green_rows_ * batch <= kGreenMaxRows;
 }
 
 bool CudaEngine::uses_green(const BatchPlan& p) const {

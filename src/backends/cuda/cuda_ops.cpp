@@ -235,7 +235,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
     }
     const bool relu = lt_fuses_relu(op.act(), res);
     // On the green stream (DETFORGE_CUDA_GREEN_SMS) a plan for the partition's SMs.
-    const int sm_target = !green_op_.empty() && green_op_[i] && green_ ? green_->sms()
+    const int sm_target = green_op_[i] && green_at(batch) ? green_->sms()
                           : rows >= 4096 && rows <= 16800             ? lt_sm_target_
                                                                        : 0;
     p.lin[i] = lt_linear(lt_, rows, N, K, half_, bias, op.act(), res, workspace_bytes_, op, sm_target);

@@ -17,7 +17,6 @@ using graph::OpKind;
 using graph::TensorId;
 
 void CudaEngine::schedule(BatchPlan& p, int batch) {
-  (void)batch;
   // Entry 0 writes the graph input (the fp32 -> storage conversion); entry i + 1 is op i. Byte
   // ranges are the arena extents of the slots (max_batch sized), so they are exact for any batch.
   const size_t n = g_.ops.size() + 1;
@@ -73,7 +72,7 @@ void CudaEngine::schedule(BatchPlan& p, int batch) {
   // DETFORGE_CUDA_GREEN_SMS: the decoder's value projections on a stream of their own, in a green
   // context (cuda_green_ops.cpp).
   std::vector<char> pinned;
-  if (green_ && green_->stream() && !p.green_off) {
+  if (green_at(batch) && !p.green_off) {
     pinned.assign(n, 0);
     for (size_t i = 0; i < g_.ops.size(); ++i) pinned[i + 1] = green_op_[i];
   }
