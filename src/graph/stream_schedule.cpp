@@ -77,13 +77,12 @@ StreamSchedule schedule_streams(const std::vector<OpAccess>& ops, int max_stream
       anc[j].merge(anc[d]);
       anc[j].set(d);
     }
-    // Continue the stream whose last op this one needs anyway (the latest such op).
-    int st = -1, best_tail = -1;
-    for (size_t k = 0; k < tail.size() && !is_pinned(j); ++k)
+    // A pinned op goes to the pinned stream; any other continues the stream whose last op it needs
+    // anyway (the latest such op).
+    int st = is_pinned(j) ? kPinned : -1, best_tail = -1;
+    for (size_t k = 0; k < tail.size() && st != kPinned; ++k)
       if (anc[j].test(tail[k]) && tail[k] > best_tail) st = static_cast<int>(k), best_tail = tail[k];
-    if (is_pinned(j)) {
-      st = kPinned;
-    } else if (st < 0) {
+    if (st == -1) {
       if (static_cast<int>(tail.size()) < max_streams) {
         st = static_cast<int>(tail.size());
         tail.push_back(-1);

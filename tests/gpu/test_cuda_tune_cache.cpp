@@ -70,14 +70,22 @@ struct TempCache {
   std::string setting() const { return "DETFORGE_CUDA_TUNE=1 DETFORGE_CUDA_TUNE_CACHE=" + dir.string(); }
 };
 
+// A tuned first load of r18vd on image `seed`, into an empty cache folder of its own.
+struct FirstLoad {
+  R18Input r;
+  TempCache tc;
+  Load first;
+  explicit FirstLoad(uint32_t seed) : r(seed), first(load(r.lb.graph, r.px, tc.setting())) {}
+};
+
 TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  const R18Input r(61);
-  const auto& g = r.lb.graph;
-  const auto& px = r.px;
-  TempCache tc;
-  const Load first = load(g, px, tc.setting());
+  const FirstLoad f(61);
+  const auto& g = f.r.lb.graph;
+  const auto& px = f.r.px;
+  const TempCache& tc = f.tc;
+  const Load& first = f.first;
   ASSERT_TRUE(first.stats.on) << "DETFORGE_CUDA_TUNE=1 must tune";
   EXPECT_GE(first.stats.timed, 30) << "the first load times the fused convs' plans and the own-kernel choices";
   ASSERT_TRUE(fs::exists(first.stats.file)) << first.stats.file << ": " << first.stats.problem;
@@ -105,11 +113,11 @@ TEST(CudaTuneCache, R18vdSecondLoadTakesEveryChoiceFromTheCache) {
 TEST(CudaTuneCache, R18vdStaleEntriesAreTimedAgain) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  const R18Input r(62);
-  const auto& g = r.lb.graph;
-  const auto& px = r.px;
-  TempCache tc;
-  const Load first = load(g, px, tc.setting());
+  const FirstLoad f(62);
+  const auto& g = f.r.lb.graph;
+  const auto& px = f.r.px;
+  const TempCache& tc = f.tc;
+  const Load& first = f.first;
   ASSERT_TRUE(fs::exists(first.stats.file));
   // Every cached plan names an engine cuDNN does not have, every own choice a kernel that does not exist.
   nlohmann::json j;

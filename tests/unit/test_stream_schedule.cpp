@@ -15,6 +15,22 @@ namespace {
 OpAccess acc(std::vector<ByteRange> r, std::vector<ByteRange> w) { return {std::move(r), std::move(w)}; }
 ByteRange buf(int k) { return {uint64_t(k) * 256, uint64_t(k) * 256 + 256}; }
 
+// 5-44 ops, each reading 0-2 and writing 1-2 random byte ranges of [0, 2300).
+std::vector<OpAccess> random_ops(std::mt19937& rng) {
+  const int n = 5 + static_cast<int>(rng() % 40);
+  std::vector<OpAccess> ops(n);
+  for (auto& op : ops) {
+    const int nr = rng() % 3, nw = 1 + rng() % 2;
+    auto range = [&] {
+      const uint64_t b = rng() % 2000, len = 1 + rng() % 300;
+      return ByteRange{b, b + len};
+    };
+    for (int k = 0; k < nr; ++k) op.reads.push_back(range());
+    for (int k = 0; k < nw; ++k) op.writes.push_back(range());
+  }
+  return ops;
+}
+
 }  // namespace
 
 TEST(StreamSchedule, ChainStaysOnOneStreamWithoutWaits) {
@@ -85,17 +101,8 @@ TEST(StreamSchedule, RandomGraphsAreAlwaysSafeAndADroppedWaitIsCaught) {
   std::mt19937 rng(1234);
   int dropped_checked = 0;
   for (int trial = 0; trial < 200; ++trial) {
-    const int n = 5 + static_cast<int>(rng() % 40);
-    std::vector<OpAccess> ops(n);
-    for (auto& op : ops) {
-      const int nr = rng() % 3, nw = 1 + rng() % 2;
-      auto range = [&] {
-        const uint64_t b = rng() % 2000, len = 1 + rng() % 300;
-        return ByteRange{b, b + len};
-      };
-      for (int k = 0; k < nr; ++k) op.reads.push_back(range());
-      for (int k = 0; k < nw; ++k) op.writes.push_back(range());
-    }
+    const auto ops = random_ops(rng);
+    const int n = static_cast<int>(ops.size());
     for (int ms = 1; ms <= 4; ++ms) {
       auto s = schedule_streams(ops, ms);
       std::string why;
@@ -155,18 +162,12 @@ TEST(StreamSchedule, PinnedOpsStayApartOnOneStreamToo) {
 TEST(StreamSchedule, RandomGraphsWithPinnedOpsAreSafe) {
   std::mt19937 rng(99);
   for (int trial = 0; trial < 200; ++trial) {
-    const int n = 5 + static_cast<int>(rng() % 40);
-    std::vector<OpAccess> ops(n);
+    const auto ops = random_ops(rng);
+    const int n = static_cast<int>(ops.size());
     std::vector<char> pinned(n, 0);
     bool any = false;
-    for (int j = 0; j < n; ++j) {
-      auto range = [&] {
-        const uint64_t b = rng() % 2000, len = 1 + rng() % 300;
-        return ByteRange{b, b + len};
-      };
-      for (int k = 0, nr = static_cast<int>(rng() % 3); k < nr; ++k) ops[j].reads.push_back(range());
-      for (int k = 0, nw = 1 + static_cast<int>(rng() % 2); k < nw; ++k) ops[j].writes.push_back(range());
-      pinned[j] = j > 0 && rng() % 5 == 0;
+    for (int j = 1; j < n; ++j) {
+      pinned[j] = rng() % 5 == 0;
       any = any || pinned[j];
     }
     for (int ms = 1; ms <= 4; ++ms) {
