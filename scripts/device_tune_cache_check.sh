@@ -3,7 +3,7 @@
 # default (NOTES.md v31). Builds; runs the tuning cache's GPU tests (CudaTuneCache, CudaPlanPick);
 # then benchmarks DETFORGE_CUDA_TUNE=1 with an empty cache (cold: the first load times every
 # choice), the untuned default, and DETFORGE_CUDA_TUNE=1 again (warm: every choice from the cache),
-# at batch 1 and, if time is left, at batch 32. The same call runs the green stream's tests
+# at batch 1 and, if time is left, at batch 32. GREEN=1 also runs the green stream's tests
 # (CudaGreen*) and times DETFORGE_CUDA_GREEN_SMS=16 and 32 (NOTES.md v32) beside the default.
 #   run(command="bash scripts/device_tune_cache_check.sh $OUT/r", carry=[".devdeps"])
 # after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
@@ -20,14 +20,16 @@ bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$out/buil
 el built
 export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 timeout 240 "$root/build-device/tests/detforge_gpu_tests" \
-  --gtest_filter='CudaTuneCache.*:CudaPlanPick.*:CudaGreen*' >"$out/tests.log" 2>&1
+  --gtest_filter="CudaTuneCache.*:CudaPlanPick.*$([ "${GREEN:-0}" = 1 ] && echo ':CudaGreen*')" >"$out/tests.log" 2>&1
 echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|FAILED|cached,|stale|Failure|Expected|Which is|tuning cache|green" "$out/tests.log" | head -40
 el tests; tz
 export DETFORGE_CUDA_TUNE_CACHE=$out/cache
+green=()
+[ "${GREEN:-0}" = 1 ] && green=("g16:DETFORGE_CUDA_GREEN_SMS=16"
+  "g16lv0:DETFORGE_CUDA_GREEN_SMS=16 DETFORGE_CUDA_LATE_VALUE=0" "g32:DETFORGE_CUDA_GREEN_SMS=32")
 BATCHES=1 ITERS=300 timeout 200 bash "$root/bench/ab_h200.sh" "$out/ab" "cold:DETFORGE_CUDA_TUNE=1" "untuned:" \
-  "warm:DETFORGE_CUDA_TUNE=1" "g16:DETFORGE_CUDA_GREEN_SMS=16" "g16lv0:DETFORGE_CUDA_GREEN_SMS=16 DETFORGE_CUDA_LATE_VALUE=0" \
-  "g32:DETFORGE_CUDA_GREEN_SMS=32" "untuned2:" "warm2:DETFORGE_CUDA_TUNE=1" \
+  "warm:DETFORGE_CUDA_TUNE=1" "${green[@]}" "untuned2:" "warm2:DETFORGE_CUDA_TUNE=1" "untuned3:" "warm3:DETFORGE_CUDA_TUNE=1" \
   >"$out/ab.log" 2>&1
 tail -11 "$out/ab.log"
 el ab1; tz

@@ -252,32 +252,57 @@ std::unique_ptr<FusedConv> finish_plan(std::unique_ptr<FrontendConv> c, bool at,
   return c;
 }
 
-// ConvTune::pick: the one plan of an earlier load, built directly (no heuristics query, no
-// timing; a runtime-compiled plan still compiles once, as the untuned default's does).
+// The listed plan (heuristic modes A and B, as tuning lists them) whose engine and knobs are
+// `want`'s, or -1. For a pick with a knob this frontend has no name for (see picked_plan).
+int64_t listed_index(const FrontendConv& c, const PlanPick& want) {
+  for (int64_t i = 0; i < c.graph.get_execution_plan_count(); ++i) {
+    PlanPick p;
+    if (pick_at(c, i, &p) && p.engine == want.engine && p.knobs == want.knobs) return i;
+  }
+  return -1;
+}
+
+// ConvTune::pick: the one plan of an earlier load, built directly (no timing; a runtime-compiled
+// plan still compiles once, as the untuned default's does).
 std::unique_ptr<FusedConv> picked_plan(std::unique_ptr<FrontendConv> c, const ConvTune& t, size_t ws_limit,
                                        std::string* why, std::string* plan_name) {
   auto& g = c->graph;
-  std::unordered_map<fe::KnobType_t, int64_t> knobs;
-  for (const auto& [k, v] : t.pick->knobs) knobs[static_cast<fe::KnobType_t>(k)] = v;
   auto fail = [&](const char* step, fe::error_t e) {
     *why = "cached plan " + t.pick->text() + ": " + step + ": " + e.get_message();
     return nullptr;
   };
-  if (auto e = g.create_execution_plan(t.pick->engine, knobs); !e.is_good()) return fail("create_execution_plan", e);
+  // A knob of type 0 (NOT_SET) is one the backend reports and this frontend cannot name, and
+  // create_execution_plan refuses it. Measured (H100, cuDNN 9.19, session 30): the stem conv's
+  // engine 32 reads back as "32;0:2,2:2,6:2,7:0" and was timed again at every load. Such a pick
+  // can only be a plan the heuristics listed (a knob variant built from it would have failed the
+  // same way), so it is found again in their list: a heuristics query, still no timing.
+  const bool unnamed = std::any_of(t.pick->knobs.begin(), t.pick->knobs.end(),
+                                   [](const auto& kv) { return kv.first == static_cast<int64_t>(fe::KnobType_t::NOT_SET); });
+  if (unnamed) {
+    if (auto e = g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::B}); !e.is_good())
+      return fail("create_execution_plans", e);
+  } else {
+    std::unordered_map<fe::KnobType_t, int64_t> knobs;
+    for (const auto& [k, v] : t.pick->knobs) knobs[static_cast<fe::KnobType_t>(k)] = v;
+    if (auto e = g.create_execution_plan(t.pick->engine, knobs); !e.is_good()) return fail("create_execution_plan", e);
+  }
   if (conv_plans_deterministic()) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
   if (auto e = g.check_support(); !e.is_good()) return fail("check_support", e);
-  if (g.get_execution_plan_count() != 1) {
-    *why = "cached plan " + t.pick->text() + ": " + std::to_string(g.get_execution_plan_count()) + " plans";
+  const int64_t index = unnamed ? listed_index(*c, *t.pick) : 0;
+  if (index < 0 || (!unnamed && g.get_execution_plan_count() != 1)) {
+    *why = "cached plan " + t.pick->text() + ": " +
+           (unnamed ? "not among the " + std::to_string(g.get_execution_plan_count()) + " listed plans"
+                    : std::to_string(g.get_execution_plan_count()) + " plans");
     return nullptr;
   }
-  if (auto e = g.build_plan_at_index(0); !e.is_good()) return fail("build_plan_at_index", e);
-  c->plan = 0;
+  if (auto e = g.build_plan_at_index(index); !e.is_good()) return fail("build_plan_at_index", e);
+  c->plan = index;
   PlanPick got;
-  if (!pick_at(*c, 0, &got) || got.engine != t.pick->engine || got.knobs != t.pick->knobs) {
+  if (!pick_at(*c, index, &got) || got.engine != t.pick->engine || got.knobs != t.pick->knobs) {
     *why = "cached plan " + t.pick->text() + " built as " + got.text();
     return nullptr;
   }
-  if (!g.get_plan_name_at_index(0, c->name).is_good()) c->name = "?";
+  if (!g.get_plan_name_at_index(index, c->name).is_good()) c->name = "?";
   c->name += " (cached tuning)";
   if (plan_name) *plan_name = c->name;
   if (t.taken) *t.taken = got;
