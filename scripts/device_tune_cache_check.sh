@@ -3,7 +3,7 @@
 # default (NOTES.md v31). Builds; runs the tuning cache's GPU tests (CudaTuneCache, CudaPlanPick);
 # then benchmarks DETFORGE_CUDA_TUNE=1 with an empty cache (cold: the first load times every
 # choice), the untuned default, and DETFORGE_CUDA_TUNE=1 again (warm: every choice from the cache),
-# at batch 1 and, if time is left, at batch 32. GREEN=1 also runs the green stream's tests
+# at batch 1 and, if time is left and B32 is not 0, at batch 32. GREEN=1 also runs the green stream's tests
 # (CudaGreen*) and times DETFORGE_CUDA_GREEN_SMS=16 and 32 (NOTES.md v32) beside the default.
 #   run(command="bash scripts/device_tune_cache_check.sh $OUT/r", carry=[".devdeps"])
 # after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
@@ -33,7 +33,7 @@ BATCHES=1 ITERS=300 timeout 200 bash "$root/bench/ab_h200.sh" "$out/ab" "cold:DE
   >"$out/ab.log" 2>&1
 tail -11 "$out/ab.log"
 el ab1; tz
-if [ $(( $(date +%s) - S )) -lt 330 ]; then
+if [ "${B32:-1}" = 1 ] && [ $(( $(date +%s) - S )) -lt 330 ]; then
   BATCHES=32 ITERS=100 timeout $(( 420 - ($(date +%s) - S) )) bash "$root/bench/ab_h200.sh" "$out/ab32" \
     "cold32:DETFORGE_CUDA_TUNE=1" "untuned32:" "warm32:DETFORGE_CUDA_TUNE=1" >"$out/ab32.log" 2>&1
   tail -6 "$out/ab32.log"
