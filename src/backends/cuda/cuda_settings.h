@@ -42,14 +42,15 @@ struct CudaSettings {
   // three load-time tunings that measured faster together, conv_tune_graph_ 4, conv_knobs_ 1600 and
   // own_conv_ 1 at margin 1.3 (each variable set on its own still overrides). Measured (H100,
   // session 27, fp16 batch 1): 0.635-0.650 ms against 0.658-0.668 in the same two commands, quality
-  // within the bars. Their timing (~15 s of load at batch 1, ~45 s at batch 32) is paid once per
-  // GPU, library versions and settings: the choices are kept in the tuning cache. It becomes the
-  // default once the cache has run on a GPU (written in session 28, when no device could be started:
-  // tests/gpu/test_cuda_tune_cache.cpp and the A/B in NOTES.md v31 are what that needs).
+  // within the bars. Their timing (H100: ~13 s of load at batch 1, ~75 s at batch 32) is paid once
+  // per GPU, library versions and settings: the choices are kept in the tuning cache. From the
+  // cache (H100, session 30): 0.647/0.650 ms against 0.657/0.659 at batch 1 (1.6 %), 6.596 against
+  // 6.642 ms at batch 32. Still 0 until the fix for the stem conv's NOT_SET knob (NOTES.md v33)
+  // has passed tests/gpu/test_cuda_tune_cache.cpp on a GPU.
   // DETFORGE_CUDA_TUNE_CACHE: the cache's folder (default $XDG_CACHE_HOME/detforge, else
   // ~/.cache/detforge); 0 = no cache (every load times again). cuda_tune_cache.cpp.
   std::string tune_cache_dir_;
-  // DETFORGE_CUDA_CONV_TUNE_GRAPH=K (0 = off, the default; not yet run on a GPU): each fused conv
+  // DETFORGE_CUDA_CONV_TUNE_GRAPH=K (0 = off, the default; TUNE=1 sets 4): each fused conv
   // runs on the fastest of up to K plans of cuDNN's heuristic modes A and B, timed inside a
   // captured graph (ConvTune::in_graph). Why: at batch 1 the 20x20 and 40x40 convs run at 70-130
   // TFLOP/s on plans that do not split K (`segment_k_off`; stage 3's 3x3s take 12-16 us with 32
@@ -175,9 +176,11 @@ struct CudaSettings {
   bool pool_quad_ = false;
   bool upsample_concat_on_ = true;  // DETFORGE_CUDA_UPSAMPLE_CONCAT (default 1): upsampled_from_
   int late_value_ = 3;  // DETFORGE_CUDA_LATE_VALUE (cuda_late_values.cpp)
-  // DETFORGE_CUDA_GREEN_SMS=n (0 = off, the default; not yet run on a GPU): the decoder's value
-  // projections run on a stream of a green context of >= n SMs (cuda_green.h, cuda_green_ops.cpp),
-  // so they stop taking SMs from the path's kernels (NOTES.md v32 says what it should save).
+  // DETFORGE_CUDA_GREEN_SMS=n (0 = off, the default): the decoder's value projections run on a
+  // stream of a green context of >= n SMs (cuda_green.h, cuda_green_ops.cpp), so they stop taking
+  // SMs from the path's kernels. Measured (H100, session 30, NOTES.md v33): slower, 0.6598 ms on
+  // 16 SMs and 0.6648 on 32 against 0.6572/0.6592: on a partition the GEMMs take 10-19 us each and
+  // the later layers' sampling waits for them.
   int green_sms_ = 0;
   // DETFORGE_CUDA_PAD_INPUT=P (cuda_input_conv.cpp): the conv that reads the input converted to
   // fp16 with P channels (zeros past the image's), and its weight, uploaded with P input channels.
