@@ -3,8 +3,8 @@
 # default (NOTES.md v31). Builds; runs the tuning cache's GPU tests (CudaTuneCache, CudaPlanPick);
 # then benchmarks DETFORGE_CUDA_TUNE=1 with an empty cache (cold: the first load times every
 # choice), the untuned default, and DETFORGE_CUDA_TUNE=1 again (warm: every choice from the cache),
-# at batch 1 and, if time is left and B32 is not 0, at batch 32. GREEN=1 also runs the green stream's tests
-# (CudaGreen*) and times DETFORGE_CUDA_GREEN_SMS=16 and 32 (NOTES.md v32) beside the default.
+# at batch 1 and, if time is left and B32 is not 0, at batch 32. GREEN=1 also runs the green
+# stream's tests (CudaGreen*) and times DETFORGE_CUDA_GREEN_SMS=16 and 32 (NOTES.md v32-v33).
 #   run(command="bash scripts/device_tune_cache_check.sh $OUT/r", carry=[".devdeps"])
 # after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
 # Writes <out>/{build.log,tests.log,ab/,ab32/,cache/} and <out>.tgz (the device returns few files).

@@ -121,6 +121,10 @@ std::string knob_name(fe::KnobType_t t) {
   }
 }
 
+// The heuristic modes whose plans ConvTune::in_graph times; a cached pick is looked up among the
+// same list (picked_plan).
+const std::vector<fe::HeurMode_t> kTunedModes = {fe::HeurMode_t::A, fe::HeurMode_t::B};
+
 // ConvTune::knob_max_pixels: the heuristics list each engine with one choice of its knobs; for
 // the first engines they list, plans with other split counts and tile shapes are added, one knob
 // changed at a time. Why: at batch 1 the 20x20 and 40x40 convs run on 26-56 CTAs of 132 SMs at
@@ -252,12 +256,12 @@ std::unique_ptr<FusedConv> finish_plan(std::unique_ptr<FrontendConv> c, bool at,
   return c;
 }
 
-// The listed plan (heuristic modes A and B, as tuning lists them) whose engine and knobs are
-// `want`'s, or -1. For a pick with a knob this frontend has no name for (see picked_plan).
+// The listed plan (kTunedModes) whose engine and knobs are `want`'s, or -1. For a pick with a knob
+// this frontend has no name for (see picked_plan).
 int64_t listed_index(const FrontendConv& c, const PlanPick& want) {
   for (int64_t i = 0; i < c.graph.get_execution_plan_count(); ++i) {
     PlanPick p;
-    if (pick_at(c, i, &p) && p.engine == want.engine && p.knobs == want.knobs) return i;
+    if (pick_at(c, i, &p) && p == want) return i;
   }
   return -1;
 }
@@ -279,7 +283,7 @@ std::unique_ptr<FusedConv> picked_plan(std::unique_ptr<FrontendConv> c, const Co
   const bool unnamed = std::any_of(t.pick->knobs.begin(), t.pick->knobs.end(),
                                    [](const auto& kv) { return kv.first == static_cast<int64_t>(fe::KnobType_t::NOT_SET); });
   if (unnamed) {
-    if (auto e = g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::B}); !e.is_good())
+    if (auto e = g.create_execution_plans(kTunedModes); !e.is_good())
       return fail("create_execution_plans", e);
   } else {
     std::unordered_map<fe::KnobType_t, int64_t> knobs;
@@ -288,17 +292,20 @@ std::unique_ptr<FusedConv> picked_plan(std::unique_ptr<FrontendConv> c, const Co
   }
   if (conv_plans_deterministic()) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
   if (auto e = g.check_support(); !e.is_good()) return fail("check_support", e);
+  const int64_t plans = g.get_execution_plan_count();
   const int64_t index = unnamed ? listed_index(*c, *t.pick) : 0;
-  if (index < 0 || (!unnamed && g.get_execution_plan_count() != 1)) {
-    *why = "cached plan " + t.pick->text() + ": " +
-           (unnamed ? "not among the " + std::to_string(g.get_execution_plan_count()) + " listed plans"
-                    : std::to_string(g.get_execution_plan_count()) + " plans");
+  if (unnamed && index < 0) {
+    *why = "cached plan " + t.pick->text() + ": not among the " + std::to_string(plans) + " listed plans";
+    return nullptr;
+  }
+  if (!unnamed && plans != 1) {
+    *why = "cached plan " + t.pick->text() + ": " + std::to_string(plans) + " plans";
     return nullptr;
   }
   if (auto e = g.build_plan_at_index(index); !e.is_good()) return fail("build_plan_at_index", e);
   c->plan = index;
   PlanPick got;
-  if (!pick_at(*c, index, &got) || got.engine != t.pick->engine || got.knobs != t.pick->knobs) {
+  if (!pick_at(*c, index, &got) || got != *t.pick) {
     *why = "cached plan " + t.pick->text() + " built as " + got.text();
     return nullptr;
   }
@@ -374,7 +381,7 @@ std::unique_ptr<FusedConv> make_fused_conv(cudnnHandle_t h, const ConvShape& s, 
   if (!ok(g.validate(), "validate") || !ok(g.build_operation_graph(h), "build_operation_graph")) return nullptr;
   if (tune && tune->pick) return picked_plan(std::move(c), *tune, ws_limit, why, plan_name);
   if (!ok(g.create_execution_plans(tune && tune->in_graph && tune->max_plans > 0
-                                       ? std::vector<fe::HeurMode_t>{fe::HeurMode_t::A, fe::HeurMode_t::B}
+                                       ? kTunedModes
                                        : std::vector<fe::HeurMode_t>{fe::HeurMode_t::A}),
           "create_execution_plans"))
     return nullptr;

@@ -48,6 +48,7 @@ struct PlanPick {
   std::vector<std::pair<int64_t, int64_t>> knobs;  // (cudnn_frontend KnobType_t, value), sorted
   std::string text() const;
   static bool parse(const std::string& text, PlanPick* out);  // false for anything malformed
+  bool operator==(const PlanPick&) const = default;
 };
 
 struct ConvTune {
