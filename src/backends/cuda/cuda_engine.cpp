@@ -131,6 +131,7 @@ CudaEngine::CudaEngine(const graph::Graph& g, const EngineOptions& opt)
   setup_green();
   critical_ = graph::critical_ops(g_, 0.25);
   plan_memory();
+  setup_stem_fused();
   find_stem_op();
   open_tune_cache();
 
@@ -178,6 +179,7 @@ CudaEngine::~CudaEngine() {
   cudaFree(d_in32_);
   cudaFreeHost(h_in_);
   cudaFree(d_count_);
+  cudaFree(stem_fused_w_);
   cudaFree(arena_);
   cudaFree(weights_);
   cudaFree(workspace_);
@@ -351,7 +353,7 @@ void CudaEngine::forward(BatchPlan& p, int batch, bool check, bool concurrent,
   if (pad_op_ >= 0) {
     const auto& sh = g_.tensor(in).shape;
     f32_to_half_padc(d_in32_, ptr(in), sh[0] * sh[1] * batch, static_cast<int>(sh[2]), pad_input_, stream_of(0));
-  } else if (stem_op_ < 0) {
+  } else if (stem_op_ < 0 && stem_fused_ops_[0] < 0) {  // the direct and the fused stem read d_in32_
     f32_to_storage(d_in32_, ptr(in), g_.tensor(in).numel() * batch, half_, stream_of(0));
   }
   after(0);

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -306,6 +307,11 @@ class CudaEngine : public Engine, private CudaSettings {
   int sole_input_conv(const std::vector<std::vector<int>>& cons) const;
   void find_stem_op();
   void find_pad_input();
+  // cuda_stem_fused.cpp (DETFORGE_CUDA_STEM_FUSED): the stem's three convs and its pool as one
+  // launch at the pool; whether op i is one of them (the convs launch nothing).
+  void setup_stem_fused();
+  bool in_stem_fused(size_t i) const;
+  bool launch_stem_fused(size_t i, int batch, cudaStream_t s);
   BatchPlan& plan(int batch);
   // concurrent: ops on the plan's streams (graph capture only); otherwise all on stream_.
   // Captures one concurrent forward of `batch` (sets p.capture_error on failure).
@@ -452,6 +458,10 @@ class CudaEngine : public Engine, private CudaSettings {
   int pad_op_ = -1;
   graph::TensorId pad_w_ = graph::kNoTensor;
   int stem_op_ = -1;       // conv reading the fp32 input directly (kernels/conv_stem.h); DETFORGE_CUDA_STEM=1 or 2: on
+  // the fused stem's conv1, conv2, conv3 and max pool (cuda_stem_fused.cpp); -1 when off, and its
+  // packed weights (kernels/stem_fused.h)
+  std::array<int, 4> stem_fused_ops_{-1, -1, -1, -1};
+  void* stem_fused_w_ = nullptr;
   std::string precision_;
   std::string first_nonfinite_;
   int device_ = 0;

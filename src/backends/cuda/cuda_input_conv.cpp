@@ -32,7 +32,7 @@ int CudaEngine::sole_input_conv(const std::vector<std::vector<int>>& cons) const
 }
 
 void CudaEngine::find_stem_op() {
-  if (stem_mode_ == 0) return;
+  if (stem_mode_ == 0 || stem_fused_ops_[0] >= 0) return;  // the fused stem takes this conv
   const int c = sole_input_conv(graph::consumers(g_));
   if (c >= 0 && g_.ops[c].inputs.size() <= 3 && conv_stem_supported(conv_shape(c, 1))) stem_op_ = c;
 }

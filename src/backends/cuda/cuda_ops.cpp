@@ -167,6 +167,7 @@ bool CudaEngine::feeds_only_residuals(size_t i) const {
 void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
   const graph::Op& op = g_.ops[i];
   if (op.kind == OpKind::conv2d && static_cast<int>(i) == stem_op_) return;  // conv_stem needs no plan
+  if (in_stem_fused(i)) return;                                               // nor stem_fused
   if (op.kind == OpKind::conv2d) {
     const ConvShape s = conv_shape(i, batch);
     const bool bias = op.has_input(2), res = op.has_input(3);  // optional inputs may be kNoTensor
@@ -261,6 +262,7 @@ void CudaEngine::build_op_plan(size_t i, BatchPlan& p, int batch) {
 
 void CudaEngine::launch_op(size_t i, BatchPlan& p, int B, cudaStream_t s, void* ws) {
   const graph::Op& op = g_.ops[i];
+  if (launch_stem_fused(i, B, s)) return;
   if (launch_row_chain(i, p, B, s)) return;
   if (launch_box_step(i, B, s)) return;
   if (launch_dec_tail(i, p, B, s)) return;

@@ -298,7 +298,10 @@ std::string CudaEngine::op_launch_summary(int batch, size_t i) {
   auto& p = plan(batch);
   if (i >= g_.ops.size()) throw Error("cuda backend: op index " + std::to_string(i) + " out of range");
   std::string what = graph::op_kind_name(g_.ops[i].kind);
-  if (!box_step_of_.empty() && box_step_of_[i] >= 0)
+  if (in_stem_fused(i))
+    what = static_cast<int>(i) == stem_fused_ops_[3] ? "own stem_fused (the stem's three convs and this pool)"
+                                                      : "in the stem_fused launch of the stem's pool";
+  else if (!box_step_of_.empty() && box_step_of_[i] >= 0)
     what = absorbed_in_box_step(i) ? "in the box_step launch of a later op" : "own box_step";
   else if (!linear_ln_lin_of_.empty() && linear_ln_lin_of_[i] >= 0 && !p.linear_ln_on[i])
     what = "cuBLASLt linear (its linear_ln pair is over DETFORGE_CUDA_LINEAR_LN_MAX_ROWS at this batch)";

@@ -188,6 +188,10 @@ struct CudaSettings {
   int stem_mode_ = 0;      // DETFORGE_CUDA_STEM; 0: off; 1: the row kernel where it fits; 2: one
                            // thread per output pixel (v2); both slower than or equal to the
                            // conversion plus cuDNN (session 27)
+  // DETFORGE_CUDA_STEM_FUSED=1 (fp16; 0, the default, until measured): the stem's three convs and
+  // its max pool as one kernel from the fp32 pixels (kernels/stem_fused.h, cuda_stem_fused.cpp).
+  // Why: 0-55.8 us of the batch-1 path as five kernels with nothing beside them (H100, session 30).
+  bool stem_fused_ = false;
   // Fused convs (fused_cache_): equal shapes used to share one object (DETFORGE_CUDA_SHARE_CONV_PLANS=1);
   // replays of that 4-stream r18vd graph differed from each other on the H200 (CudaDeterminism,
   // 2026-12-03; on one stream they did not), and two same-shape convs on two streams executing

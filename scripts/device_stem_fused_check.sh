@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine): the check of the fused stem (DETFORGE_CUDA_STEM_FUSED, NOTES.md
+# v34). Builds; runs its GPU tests (CudaStemFused.*); times, at batch 1, the default against
+# STEM_FUSED=1 in three pairs, then DETFORGE_CUDA_TUNE=1 (an empty cache, then warm) with and
+# without it, and at batch 32 one pair; then, when the full shapes_val256 travelled in
+# .devdeps/shared/data (QUALITY=1), the fp16 quality checks with STEM_FUSED=1 and TUNE=1.
+#   run(command="QUALITY=1 bash scripts/device_stem_fused_check.sh $OUT/r", carry=[".devdeps"])
+# after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
+# Writes <out>/{build.log,tests.log,ab/,ab32/,q/,cache/} and <out>.tgz (the device returns few files).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: scripts/device_stem_fused_check.sh OUTDIR}
+mkdir -p "$out"
+tz() { tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"; }
+S=$(date +%s); el() { echo "[$(( $(date +%s) - S ))s] $*"; }
+nvidia-smi >"$out/smi.txt" 2>&1
+bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; tz; exit 1; }
+el built
+export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+timeout 150 "$root/build-device/tests/detforge_gpu_tests" --gtest_filter="CudaStemFused.*" >"$out/tests.log" 2>&1
+echo "tests rc $?"
+grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|Expected|Which is|element|queries matched" "$out/tests.log" | head -30
+el tests; tz
+export DETFORGE_CUDA_TUNE_CACHE=$out/cache
+F=DETFORGE_CUDA_STEM_FUSED=1 T=DETFORGE_CUDA_TUNE=1
+BATCHES=1 ITERS=300 timeout 200 bash "$root/bench/ab_h200.sh" "$out/ab" "base:" "fused:$F" "base2:" "fused2:$F" \
+  "base3:" "fused3:$F" "tcold:$T" "twarm:$T" "twarmf:$T $F" "twarm2:$T" "twarmf2:$T $F" >"$out/ab.log" 2>&1
+tail -12 "$out/ab.log"
+el ab1; tz
+BATCHES=32 ITERS=100 timeout 120 bash "$root/bench/ab_h200.sh" "$out/ab32" "base32:" "fused32:$F" "base32b:" \
+  "fused32b:$F" >"$out/ab32.log" 2>&1
+tail -5 "$out/ab32.log"
+el ab32; tz
+data=$root/.devdeps/shared/data/shapes_val256
+if [ "${QUALITY:-0}" = 1 ] && [ "$(ls "$data/images" | wc -l)" -ge 256 ]; then
+  env $F $T timeout 240 bash "$root/scripts/device_quality.sh" "$data" "$out/q" --stress >"$out/q.log" 2>&1
+  echo "quality rc $?"
+  grep -iE "precision|recall|AP|non-finite|rc=" "$out/q.log" | head -30
+fi
+tz; el done
