@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine): the check of the fused stem (DETFORGE_CUDA_STEM_FUSED, NOTES.md
-# v34). Builds; runs its GPU tests (CudaStemFused.*); times, at batch 1, the default against
-# STEM_FUSED=1 in three pairs, then DETFORGE_CUDA_TUNE=1 (an empty cache, then warm) with and
-# without it, and at batch 32 one pair; then, when the full shapes_val256 travelled in
-# .devdeps/shared/data (QUALITY=1), the fp16 quality checks with STEM_FUSED=1 and TUNE=1.
+# v34). Builds; runs its GPU tests (CudaStemFused.*); times, at batch 1, STEM_FUSED=1 against
+# its absence, untuned (TUNE=0, two pairs) and from the tuning cache (TUNE=1, three pairs, after
+# one load that fills the cache), and at batch 32 two pairs (untuned, the default there); then,
+# when the full shapes_val256 travelled in .devdeps/shared/data (QUALITY=1), the fp16 quality
+# checks with STEM_FUSED=1 and TUNE=1.
 #   run(command="QUALITY=1 bash scripts/device_stem_fused_check.sh $OUT/r", carry=[".devdeps"])
 # after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
 # Writes <out>/{build.log,tests.log,ab/,ab32/,q/,cache/} and <out>.tgz (the device returns few files).
@@ -23,9 +24,10 @@ echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|FAILED|Failure|Expected|Which is|element|queries matched" "$out/tests.log" | head -30
 el tests; tz
 export DETFORGE_CUDA_TUNE_CACHE=$out/cache
-F=DETFORGE_CUDA_STEM_FUSED=1 T=DETFORGE_CUDA_TUNE=1
-BATCHES=1 ITERS=300 timeout 200 bash "$root/bench/ab_h200.sh" "$out/ab" "base:" "fused:$F" "base2:" "fused2:$F" \
-  "base3:" "fused3:$F" "tcold:$T" "twarm:$T" "twarmf:$T $F" "twarm2:$T" "twarmf2:$T $F" >"$out/ab.log" 2>&1
+F=DETFORGE_CUDA_STEM_FUSED=1 T=DETFORGE_CUDA_TUNE=1 U=DETFORGE_CUDA_TUNE=0
+# tcold fills the tuning cache; t* load from it (TUNE=1, the batch-1 default since session 31), u* untuned.
+BATCHES=1 ITERS=300 timeout 220 bash "$root/bench/ab_h200.sh" "$out/ab" "tcold:$T" "u:$U" "uf:$U $F" "t:$T" \
+  "tf:$T $F" "u2:$U" "uf2:$U $F" "t2:$T" "tf2:$T $F" "t3:$T" "tf3:$T $F" >"$out/ab.log" 2>&1
 tail -12 "$out/ab.log"
 el ab1; tz
 BATCHES=32 ITERS=100 timeout 120 bash "$root/bench/ab_h200.sh" "$out/ab32" "base32:" "fused32:$F" "base32b:" \

@@ -27,9 +27,9 @@ void CudaEngine::read_settings() {
   if (const char* f = std::getenv("DETFORGE_CUDA_FUSED_CONV")) fuse_conv_ = std::string(f) != "0";
   max_streams_ = env_int("DETFORGE_CUDA_STREAMS", max_streams_, 1, 8);
   conv_tune_ = env_int("DETFORGE_CUDA_CONV_TUNE", conv_tune_, 0, 64);
-  // DETFORGE_CUDA_TUNE (default 0 until the cache's NOT_SET fix has run on a GPU) and its cache: cuda_settings.h
-  // at tune_cache_dir_ says why.
-  const bool tune = env_int("DETFORGE_CUDA_TUNE", 0, 0, 1) != 0;
+  // DETFORGE_CUDA_TUNE (default 1 up to kTuneMaxBatch images) and its cache: cuda_settings.h at
+  // tune_cache_dir_ says why.
+  const bool tune = env_int("DETFORGE_CUDA_TUNE", max_batch_ <= kTuneMaxBatch ? 1 : 0, 0, 1) != 0;
   if (tune) {
     conv_tune_graph_ = 4;
     conv_knobs_ = 1600;

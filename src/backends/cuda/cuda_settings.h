@@ -38,15 +38,16 @@ struct CudaSettings {
   bool fuse_conv_ = true;  // DETFORGE_CUDA_FUSED_CONV=0 turns it off (A/B timing)
   int max_streams_ = 4;    // DETFORGE_CUDA_STREAMS (1 = one stream, the v1-v4 behaviour)
   int conv_tune_ = 0;      // DETFORGE_CUDA_CONV_TUNE=K: time cuDNN's first K fused-conv plans
-  // DETFORGE_CUDA_TUNE=1 (0 = the heuristics' plans and library kernels only, the default): the
-  // three load-time tunings that measured faster together, conv_tune_graph_ 4, conv_knobs_ 1600 and
-  // own_conv_ 1 at margin 1.3 (each variable set on its own still overrides). Measured (H100,
-  // session 27, fp16 batch 1): 0.635-0.650 ms against 0.658-0.668 in the same two commands, quality
-  // within the bars. Their timing (H100: ~13 s of load at batch 1, ~75 s at batch 32) is paid once
-  // per GPU, library versions and settings: the choices are kept in the tuning cache. From the
-  // cache (H100, session 30): 0.647/0.650 ms against 0.657/0.659 at batch 1 (1.6 %), 6.596 against
-  // 6.642 ms at batch 32. Still 0 until the fix for the stem conv's NOT_SET knob (NOTES.md v33)
-  // has passed tests/gpu/test_cuda_tune_cache.cpp on a GPU.
+  // DETFORGE_CUDA_TUNE=1: the three load-time tunings that measured faster together,
+  // conv_tune_graph_ 4, conv_knobs_ 1600 and own_conv_ 1 at margin 1.3 (each variable set on its
+  // own still overrides); 0: the heuristics' plans and library kernels only. Default: 1 for fp16
+  // engines of at most kTuneMaxBatch images, 0 above. Their timing is paid once per GPU, library
+  // versions and settings (H100: ~11-13 s of load at batch 1, ~75 s at batch 32); the choices are
+  // kept in the tuning cache and later loads take them from it (~2 s, as untuned). Measured from
+  // the cache (H100, sessions 30-31, fp16 engine p50): batch 1 0.6467 ms against 0.6571 (1.6 %,
+  // five pairs), batch 32 6.596 against 6.642 ms (0.7 %, for a first load of ~75 s: hence off
+  // above kTuneMaxBatch). Quality with it within the bars (session 27).
+  static constexpr int kTuneMaxBatch = 4;
   // DETFORGE_CUDA_TUNE_CACHE: the cache's folder (default $XDG_CACHE_HOME/detforge, else
   // ~/.cache/detforge); 0 = no cache (every load times again). cuda_tune_cache.cpp.
   std::string tune_cache_dir_;

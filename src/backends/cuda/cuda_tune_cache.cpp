@@ -2,10 +2,10 @@
 // conv's cuDNN plan timed in the graph, CONV_TUNE_GRAPH and CONV_KNOBS; each conv's and linear's
 // own kernel against the library, OWN_CONV) kept in a file per GPU, library versions and
 // settings (core/choice_cache.h). Why: together those tunings measured 2.8 % faster at batch 1
-// (H100, session 27: 0.643 against 0.662 ms), but timing every candidate costs ~15 s of engine
-// load at batch 1 and ~45 s at batch 32; from the cache a load costs what the untuned one does
-// (one plan built per conv, no timing), which is what DETFORGE_CUDA_TUNE=1 waited for to become
-// the default (it stays 0 until this cache has run on a GPU: NOTES.md v31).
+// (H100, session 27: 0.643 against 0.662 ms), but timing every candidate costs ~11-13 s of engine
+// load at batch 1 and ~75 s at batch 32; from the cache a load costs what the untuned one does
+// (one plan built per conv, no timing: H100, session 31, 1.8-2.2 s against 2.0-2.4 s), which is
+// what made DETFORGE_CUDA_TUNE=1 the default up to kTuneMaxBatch images (cuda_settings.h).
 //
 // A cached cuDNN plan is rebuilt from its engine and knob choices; if it no longer builds (another
 // cuDNN would have another fingerprint, so this means a changed frontend) the conv is timed
@@ -94,7 +94,7 @@ void CudaEngine::note_tuning(int batch) {
   tune_announced_ = batch;
   std::fprintf(stderr,
                "detforge: timing kernel choices at batch %d (the first load with these settings on this GPU takes "
-               "~15 s at batch 1, ~45 s at batch 32; DETFORGE_CUDA_TUNE=0 skips it); %s\n",
+               "~12 s at batch 1 on an H100, ~75 s at batch 32; DETFORGE_CUDA_TUNE=0 skips it); %s\n",
                batch,
                tune_cache_.enabled() ? ("kept in " + tune_cache_.file().string()).c_str()
                                      : "not kept (DETFORGE_CUDA_TUNE_CACHE=0 or no cache folder)");
