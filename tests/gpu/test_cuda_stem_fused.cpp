@@ -36,8 +36,9 @@ std::vector<float> ref_pool(const std::vector<float>& x, int B, int H, int W, in
   return y;
 }
 
-void run_case(int B, int H, int W, uint32_t seed) {
-  SCOPED_TRACE("B " + std::to_string(B) + " " + std::to_string(H) + "x" + std::to_string(W));
+void run_case(int B, int H, int W, uint32_t seed, bool async_input) {
+  SCOPED_TRACE("B " + std::to_string(B) + " " + std::to_string(H) + "x" + std::to_string(W) +
+               (async_input ? " async input" : ""));
   const auto s1 = make_shape(B, H, W, 3, 32, 3, 3, 2, 1);
   const auto s2 = make_shape(B, s1.Ho, s1.Wo, 32, 32, 3, 3, 1, 1);
   const auto s3 = make_shape(B, s1.Ho, s1.Wo, 32, 64, 3, 3, 1, 1);
@@ -70,7 +71,7 @@ void run_case(int B, int H, int W, uint32_t seed) {
   cuda::stem_fused_pack(dw1.get(), dw2.get(), dw3.get(), packed, nullptr);
   auto run = [&] {
     cuda::stem_fused(static_cast<const float*>(dx.get()), packed, db1.get(), db2.get(), db3.get(), dy.get(), B, H, W,
-                     nullptr);
+                     nullptr, async_input);
     return dy.download();
   };
   const auto got = run();
@@ -86,9 +87,11 @@ void run_case(int B, int H, int W, uint32_t seed) {
 
 TEST(CudaStemFused, MatchesHostReference) {
   DETFORGE_REQUIRE_GPU();
-  run_case(1, 640, 640, 700);  // r18vd: 160x160 pooled, 8 x 16 tiles of 20 x 10
-  run_case(2, 75, 93, 710);    // pooled 19 x 24: the last tile row and column end inside the tile
-  run_case(3, 13, 6, 720);     // pooled 4 x 2: one tile, most of it outside the image
+  for (bool async_input : {false, true}) {
+    run_case(1, 640, 640, 700, async_input);  // r18vd: 160x160 pooled, 8 x 16 tiles of 20 x 10
+    run_case(2, 75, 93, 710, async_input);    // pooled 19 x 24: the last tile row and column end inside the tile
+    run_case(3, 13, 6, 720, async_input);     // pooled 4 x 2: one tile, most of it outside the image
+  }
 }
 
 // The r18vd engine with the fused stem against the default engine: the graph equals its eager
@@ -96,16 +99,17 @@ TEST(CudaStemFused, MatchesHostReference) {
 TEST(CudaStemFused, R18vdEngineKeepsTheOutputs) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  expect_settings_keep_r18vd_outputs("DETFORGE_CUDA_STEM_FUSED=1", 63, [](cuda::CudaEngine& e) {
-    int fused = 0, inside = 0;
-    for (size_t i = 0; i < e.graph().ops.size(); ++i) {
-      const std::string what = e.op_launch_summary(2, i);
-      fused += what.rfind("own stem_fused", 0) == 0;
-      inside += what.rfind("in the stem_fused launch", 0) == 0;
-    }
-    EXPECT_EQ(fused, 1);
-    EXPECT_EQ(inside, 3);
-  });
+  for (const char* mode : {"1", "2"})
+    expect_settings_keep_r18vd_outputs(std::string("DETFORGE_CUDA_STEM_FUSED=") + mode, 63, [](cuda::CudaEngine& e) {
+      int fused = 0, inside = 0;
+      for (size_t i = 0; i < e.graph().ops.size(); ++i) {
+        const std::string what = e.op_launch_summary(2, i);
+        fused += what.rfind("own stem_fused", 0) == 0;
+        inside += what.rfind("in the stem_fused launch", 0) == 0;
+      }
+      EXPECT_EQ(fused, 1);
+      EXPECT_EQ(inside, 3);
+    });
 }
 
 }  // namespace

@@ -190,9 +190,10 @@ struct CudaSettings {
                            // thread per output pixel (v2); both slower than or equal to the
                            // conversion plus cuDNN (session 27)
   // DETFORGE_CUDA_STEM_FUSED=1 (fp16; 0, the default, until measured): the stem's three convs and
-  // its max pool as one kernel from the fp32 pixels (kernels/stem_fused.h, cuda_stem_fused.cpp).
-  // Why: 0-55.8 us of the batch-1 path as five kernels with nothing beside them (H100, session 30).
-  bool stem_fused_ = false;
+  // its max pool as one kernel from the fp32 pixels (kernels/stem_fused.h, cuda_stem_fused.cpp);
+  // 2: the same with the input tile requested at once by cp.async. Why: 0-55.8 us of the batch-1
+  // path as five kernels with nothing beside them (H100, session 30).
+  int stem_fused_ = 0;
   // Fused convs (fused_cache_): equal shapes used to share one object (DETFORGE_CUDA_SHARE_CONV_PLANS=1);
   // replays of that 4-stream r18vd graph differed from each other on the H200 (CudaDeterminism,
   // 2026-12-03; on one stream they did not), and two same-shape convs on two streams executing

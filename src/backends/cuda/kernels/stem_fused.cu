@@ -48,6 +48,12 @@ constexpr int kOffA = round128(cmax(MX * 8, 2 * kWords2 * 4));
 constexpr int kOffB = round128(cmax(kOffA + M1 * 64, M3 * 128));
 constexpr int kSmem = kOffB + M2 * 64;  // 173,504
 static_assert(kWords2 * 4 <= M2 * 64, "conv2's weights fit in B's place");
+static_assert(MX * 3 * 4 <= M1 * 64, "the fp32 input tile fits in A's place");
+
+// 4 bytes global -> shared, zeros when !valid (src-size 0: nothing is read).
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
 
 __device__ __forceinline__ uint32_t off64(int p, int chunk) { return p * 64 + ((chunk ^ ((p >> 1) & 3)) << 4); }
 __device__ __forceinline__ uint32_t off128(int p, int chunk) { return p * 128 + ((chunk ^ (p & 7)) << 4); }
@@ -121,6 +127,52 @@ __device__ __forceinline__ void conv3x3_tile(float (&acc)[4][4], const uint32_t 
   }
 }
 
+// Step 1, kAsync false: each thread loads 4 pixels' floats per round into registers and stores
+// them as fp16 (~5 rounds of global latency per CTA). kAsync true: every float of the 51x91x3 input
+// tile is requested at once by 4-byte cp.async into A's place (55.7 KB, free until conv1 writes A),
+// one row per warp and a float per lane without divides, then converted from there.
+template <bool kAsync>
+__device__ __forceinline__ void stage_input(const float* __restrict__ x, unsigned char* sm, uint32_t sbase, int b, int H,
+                                            int W, int py0, int px0, int tid) {
+  if constexpr (kAsync) {
+    constexpr int kRow = TXW * 3;  // floats per staged row
+    const int warp = tid >> 5, lane = tid & 31;
+    const int fx0 = (4 * px0 - 7) * 3;
+    for (int iy = warp; iy < TXH; iy += kWarps) {
+      const int gy = 4 * py0 - 7 + iy;
+      const bool row_ok = gy >= 0 && gy < H;
+      const float* src = x + (static_cast<size_t>(b) * H + (row_ok ? gy : 0)) * W * 3;
+      for (int c = lane; c < kRow; c += 32) {
+        const int fx = fx0 + c;
+        const bool ok = row_ok && fx >= 0 && fx < 3 * W;
+        cp_async4(sbase + kOffA + (iy * kRow + c) * 4, ok ? src + fx : x, ok);
+      }
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    const float* raw = reinterpret_cast<const float*>(sm + kOffA);
+    for (int p = tid; p < MX; p += kThreads) {
+      const float* f = raw + p * 3;  // pixel p = iy * TXW + ix starts at float iy * kRow + ix * 3 = 3 p
+      *reinterpret_cast<uint2*>(sm + p * 8) = make_uint2(pack_h2(f[0], f[1]), pack_h2(f[2], 0.f));
+    }
+  } else {
+#pragma unroll 4
+    for (int p = tid; p < MX; p += kThreads) {
+      const int iy = p / TXW, ix = p - iy * TXW;
+      const int gy = 4 * py0 - 7 + iy, gx = 4 * px0 - 7 + ix;
+      uint2 v = make_uint2(0u, 0u);
+      if (gy >= 0 && gy < H && gx >= 0 && gx < W) {
+        const float* s = x + ((static_cast<size_t>(b) * H + gy) * W + gx) * 3;
+        v.x = pack_h2(s[0], s[1]);
+        v.y = pack_h2(s[2], 0.f);
+      }
+      *reinterpret_cast<uint2*>(sm + p * 8) = v;
+    }
+  }
+}
+
+template <bool kAsync>
 __global__ void __launch_bounds__(kThreads, 1)
     stem_fused_k(const float* __restrict__ x, const uint32_t* __restrict__ wp, const __half* __restrict__ b1,
                  const __half* __restrict__ b2, const __half* __restrict__ b3, __half* __restrict__ y, int H, int W,
@@ -139,18 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   pdl_wait_and_release();
 
   // 1. Input pixels (4 py0 - 7 + iy, 4 px0 - 7 + ix) to fp16, zeros outside the image.
-#pragma unroll 4
-  for (int p = tid; p < MX; p += kThreads) {
-    const int iy = p / TXW, ix = p - iy * TXW;
-    const int gy = 4 * py0 - 7 + iy, gx = 4 * px0 - 7 + ix;
-    uint2 v = make_uint2(0u, 0u);
-    if (gy >= 0 && gy < H && gx >= 0 && gx < W) {
-      const float* s = x + ((static_cast<size_t>(b) * H + gy) * W + gx) * 3;
-      v.x = pack_h2(s[0], s[1]);
-      v.y = pack_h2(s[2], 0.f);
-    }
-    *reinterpret_cast<uint2*>(sm + p * 8) = v;
-  }
+  stage_input<kAsync>(x, sm, sbase, b, H, W, py0, px0, tid);
   __syncthreads();
 
   // 2. conv1: k = tap * 4 + channel. This lane's A words: k = 16 s + 2 t (+ 8), i.e. tap
@@ -279,14 +320,17 @@ void stem_fused_pack(const void* w1, const void* w2, const void* w3, void* packe
 }
 
 void stem_fused(const float* x, const void* packed, const void* b1, const void* b2, const void* b3, void* y, int B,
-                int H, int W, cudaStream_t s) {
+                int H, int W, cudaStream_t s, bool async_input) {
   const int H1 = (H - 1) / 2 + 1, W1 = (W - 1) / 2 + 1;
   const int Hp = (H1 - 1) / 2 + 1, Wp = (W1 - 1) / 2 + 1;
-  opt_in_smem<stem_fused_k>(kSmem);
+  const auto kern = async_input ? stem_fused_k<true> : stem_fused_k<false>;
+  if (async_input)
+    opt_in_smem<stem_fused_k<true>>(kSmem);
+  else
+    opt_in_smem<stem_fused_k<false>>(kSmem);
   const dim3 grid((Wp + TW - 1) / TW, (Hp + TH - 1) / TH, B);
-  launch(stem_fused_k, grid, dim3(kThreads), kSmem, s, x, static_cast<const uint32_t*>(packed),
-         static_cast<const __half*>(b1), static_cast<const __half*>(b2), static_cast<const __half*>(b3),
-         static_cast<__half*>(y), H, W, H1, W1, Hp, Wp);
+  launch(kern, grid, dim3(kThreads), kSmem, s, x, static_cast<const uint32_t*>(packed), static_cast<const __half*>(b1),
+         static_cast<const __half*>(b2), static_cast<const __half*>(b3), static_cast<__half*>(y), H, W, H1, W1, Hp, Wp);
 }
 
 }  // namespace detforge::cuda
