@@ -189,11 +189,17 @@ struct CudaSettings {
   int stem_mode_ = 0;      // DETFORGE_CUDA_STEM; 0: off; 1: the row kernel where it fits; 2: one
                            // thread per output pixel (v2); both slower than or equal to the
                            // conversion plus cuDNN (session 27)
-  // DETFORGE_CUDA_STEM_FUSED=1 (fp16; 0, the default, until measured): the stem's three convs and
-  // its max pool as one kernel from the fp32 pixels (kernels/stem_fused.h, cuda_stem_fused.cpp);
-  // 2: the same with the input tile requested at once by cp.async. Why: 0-55.8 us of the batch-1
-  // path as five kernels with nothing beside them (H100, session 30).
-  int stem_fused_ = 0;
+  // DETFORGE_CUDA_STEM_FUSED (fp16): the stem's three convs and its max pool as one kernel from the
+  // fp32 pixels (kernels/stem_fused.h, cuda_stem_fused.cpp); 1: each thread stages four input
+  // pixels at a time; 2 (the default, unless DETFORGE_CUDA_STEM or DETFORGE_CUDA_PAD_INPUT is set):
+  // the input tile requested at once by cp.async; 0: five kernels (the input's conversion, three
+  // cuDNN convs, the pool). Why: those took 0-55.8 us of the batch-1 path with nothing beside them
+  // (H100, session 30). Measured (H100, session 31, fp16 engine p50, batch 1 from the tuning cache):
+  // 0.6219/0.6242 ms with 2, 0.6265/0.6245/0.6248 with 1, against 0.6407/0.6430/0.6445 without;
+  // untuned 0.6335/0.6344 (2) and 0.6384/0.6396 (1) against 0.6570/0.6577; batch 32 (1) 6.516
+  // against 6.596 ms. fp16 against fp32 on shapes_val256 with it (and TUNE=1): precision and recall
+  // 0.9979, AP 0.7113 against 0.7115, every output finite.
+  int stem_fused_ = 2;
   // Fused convs (fused_cache_): equal shapes used to share one object (DETFORGE_CUDA_SHARE_CONV_PLANS=1);
   // replays of that 4-stream r18vd graph differed from each other on the H200 (CudaDeterminism,
   // 2026-12-03; on one stream they did not), and two same-shape convs on two streams executing

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine): the GPU suite and an A/B after a change of engine defaults. Builds;
+# runs the whole GPU suite (but CudaBench.R18vdSmoke) as three gtest shards side by side on the
+# one GPU; then times the defaults against OLD (the earlier defaults' settings, by default session
+# 30's: DETFORGE_CUDA_TUNE=0 DETFORGE_CUDA_STEM_FUSED=0) at batch 1 (after one load that fills the
+# tuning cache) and batch 32, two pairs each.
+#   run(command="bash scripts/device_defaults_check.sh $OUT/r", carry=[".devdeps"])
+# after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
+# Writes <out>/{build.log,shard*.log,ab/,ab32/,cache/} and <out>.tgz (the device returns few files).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: scripts/device_defaults_check.sh OUTDIR}
+old=${OLD:-DETFORGE_CUDA_TUNE=0 DETFORGE_CUDA_STEM_FUSED=0}
+mkdir -p "$out"
+tz() { tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"; }
+S=$(date +%s); el() { echo "[$(( $(date +%s) - S ))s] $*"; }
+nvidia-smi >"$out/smi.txt" 2>&1
+bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; tz; exit 1; }
+el built
+export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+for k in 0 1 2; do
+  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$k timeout "${SUITE_S:-270}" "$root/build-device/tests/detforge_gpu_tests" \
+    --gtest_filter=-CudaBench.R18vdSmoke >"$out/shard$k.log" 2>&1 &
+done
+wait
+for k in 0 1 2; do
+  echo "shard $k: $(grep -E '^\[==========\]' "$out/shard$k.log" | tail -1)"
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \] [A-Za-z]" "$out/shard$k.log" | head -12
+done
+el suite; tz
+export DETFORGE_CUDA_TUNE_CACHE=$out/cache
+BATCHES=1 ITERS=300 timeout 120 bash "$root/bench/ab_h200.sh" "$out/ab" "fill:" "new:" "old:$old" "new2:" "old2:$old" \
+  >"$out/ab.log" 2>&1
+tail -6 "$out/ab.log"
+el ab1; tz
+BATCHES=32 ITERS=100 timeout 90 bash "$root/bench/ab_h200.sh" "$out/ab32" "new32:" "old32:$old" "new32b:" "old32b:$old" \
+  >"$out/ab32.log" 2>&1
+tail -5 "$out/ab32.log"
+tz; el done
