@@ -3,7 +3,7 @@
 # runs the whole GPU suite (but CudaBench.R18vdSmoke) as three gtest shards side by side on the
 # one GPU; then times the defaults against OLD (the earlier defaults' settings, by default session
 # 30's: DETFORGE_CUDA_TUNE=0 DETFORGE_CUDA_STEM_FUSED=0) at batch 1 (after one load that fills the
-# tuning cache) and batch 32, two pairs each.
+# tuning cache) and batch 32, two pairs each (AB=0 skips them). SUITE_S: each shard's time limit.
 #   run(command="bash scripts/device_defaults_check.sh $OUT/r", carry=[".devdeps"])
 # after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
 # Writes <out>/{build.log,shard*.log,ab/,ab32/,cache/} and <out>.tgz (the device returns few files).
@@ -29,6 +29,7 @@ for k in 0 1 2; do
   grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \] [A-Za-z]" "$out/shard$k.log" | head -12
 done
 el suite; tz
+[ "${AB:-1}" = 1 ] || exit 0  # AB=0: the suite only
 export DETFORGE_CUDA_TUNE_CACHE=$out/cache
 BATCHES=1 ITERS=300 timeout 120 bash "$root/bench/ab_h200.sh" "$out/ab" "fill:" "new:" "old:$old" "new2:" "old2:$old" \
   >"$out/ab.log" 2>&1
