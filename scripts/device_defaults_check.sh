@@ -11,14 +11,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: scripts/device_defaults_check.sh OUTDIR}
 old=${OLD:-DETFORGE_CUDA_TUNE=0 DETFORGE_CUDA_STEM_FUSED=0}
-mkdir -p "$out"
-tz() { tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"; }
-S=$(date +%s); el() { echo "[$(( $(date +%s) - S ))s] $*"; }
-nvidia-smi >"$out/smi.txt" 2>&1
-bash "$root/scripts/device_build.sh" detforge_gpu_tests detforge_cli >"$out/build.log" 2>&1 ||
-  { tail -40 "$out/build.log"; tz; exit 1; }
-el built
-export LD_LIBRARY_PATH=/tmp/devroot/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+. "$root/scripts/device_check_start.sh"  # tz, el, the build
 for k in 0 1 2; do
   GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$k timeout "${SUITE_S:-270}" "$root/build-device/tests/detforge_gpu_tests" \
     --gtest_filter=-CudaBench.R18vdSmoke >"$out/shard$k.log" 2>&1 &
