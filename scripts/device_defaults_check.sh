@@ -3,7 +3,7 @@
 # times the defaults against OLD (the earlier defaults' settings, by default session
 # 30's: DETFORGE_CUDA_TUNE=0 DETFORGE_CUDA_STEM_FUSED=0) at batch 1 (after one load that fills the
 # tuning cache); runs the whole GPU suite (but CudaBench.R18vdSmoke) as three gtest shards side by
-# side on the one GPU (SUITE_S: each shard's time limit); then times batch 32 the same way. AB=0
+# side on the one GPU (SUITE_S: each shard's time limit; SHARDS, FILTER: a gtest filter); then times batch 32 the same way. AB=0
 # skips both A/Bs, B32=0 the batch-32 one.
 #   run(command="bash scripts/device_defaults_check.sh $OUT/r", carry=[".devdeps"])
 # after scripts/device_prepare.sh here (and bench/results untracked for the call: the carry limit).
@@ -20,12 +20,13 @@ if [ "${AB:-1}" = 1 ]; then  # AB=0: the suite only
   tail -6 "$out/ab.log"
   el ab1; tz
 fi
-for k in 0 1 2; do
-  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$k timeout "${SUITE_S:-270}" "$root/build-device/tests/detforge_gpu_tests" \
-    --gtest_filter=-CudaBench.R18vdSmoke >"$out/shard$k.log" 2>&1 &
+shards=${SHARDS:-3}
+for ((k = 0; k < shards; ++k)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k timeout "${SUITE_S:-270}" "$root/build-device/tests/detforge_gpu_tests" \
+    --gtest_filter="${FILTER:--CudaBench.R18vdSmoke}" >"$out/shard$k.log" 2>&1 &
 done
 wait
-for k in 0 1 2; do
+for ((k = 0; k < shards; ++k)); do
   echo "shard $k: $(grep -E '^\[==========\]' "$out/shard$k.log" | tail -1)"
   grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \] [A-Za-z]" "$out/shard$k.log" | head -12
 done
