@@ -4,7 +4,8 @@
 // the three convs launch nothing (no plan is built or timed for them) and the launch sits at the
 // pool, which the schedule already orders after them. Their outputs are never written.
 // Taken only when the graph has exactly that shape: the input's only reader is conv1 (3 -> 32,
-// stride 2), each intermediate has one reader and is no graph output, all in fp16.
+// stride 2), each intermediate has one reader and is no graph output, all in fp16, and when the
+// device gives a block the kernel's 173.5 KB of shared memory.
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
@@ -33,6 +34,9 @@ bool stem_conv(const graph::Graph& g, const graph::Op& op, int ci, int co, int s
 
 void CudaEngine::setup_stem_fused() {
   if (!half_ || !stem_fused_ || pad_op_ >= 0) return;
+  int smem = 0;
+  DF_CUDA(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
+  if (static_cast<size_t>(smem) < stem_fused_smem_bytes()) return;  // e.g. 99 KB parts: the five kernels
   const auto cons = graph::consumers(g_);
   const int c1 = sole_input_conv(cons);
   const auto& in = g_.tensor(g_.inputs[0]).shape;

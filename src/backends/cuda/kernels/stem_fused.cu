@@ -312,6 +312,7 @@ __global__ void stem_pack_k(const __half* w1, const __half* w2, const __half* w3
 }  // namespace
 
 size_t stem_fused_packed_bytes() { return static_cast<size_t>(kWordsAll) * 4; }
+size_t stem_fused_smem_bytes() { return kSmem; }
 
 void stem_fused_pack(const void* w1, const void* w2, const void* w3, void* packed, cudaStream_t s) {
   stem_pack_k<<<(kWordsAll + 255) / 256, 256, 0, s>>>(static_cast<const __half*>(w1), static_cast<const __half*>(w2),

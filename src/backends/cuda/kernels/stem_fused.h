@@ -18,6 +18,7 @@ namespace detforge::cuda {
 // (w1 [32][3][3][3], w2 [32][3][3][32], w3 [64][3][3][32]); stem_fused_packed_bytes() bytes at
 // `packed` (16-byte aligned). Runs once at engine load.
 size_t stem_fused_packed_bytes();
+size_t stem_fused_smem_bytes();  // per block (173.5 KB): devices with less take the five kernels
 void stem_fused_pack(const void* w1, const void* w2, const void* w3, void* packed, cudaStream_t s);
 
 // x fp32 [B][H][W][3]; b1, b2, b3 the fp16 biases (32, 32, 64); y fp16 [B][Hp][Wp][64] with
