@@ -36,9 +36,9 @@ std::vector<float> ref_pool(const std::vector<float>& x, int B, int H, int W, in
   return y;
 }
 
-void run_case(int B, int H, int W, uint32_t seed, bool async_input) {
-  SCOPED_TRACE("B " + std::to_string(B) + " " + std::to_string(H) + "x" + std::to_string(W) +
-               (async_input ? " async input" : ""));
+void run_case(int B, int H, int W, uint32_t seed, int mode) {
+  SCOPED_TRACE("B " + std::to_string(B) + " " + std::to_string(H) + "x" + std::to_string(W) + " mode " +
+               std::to_string(mode));
   const auto s1 = make_shape(B, H, W, 3, 32, 3, 3, 2, 1);
   const auto s2 = make_shape(B, s1.Ho, s1.Wo, 32, 32, 3, 3, 1, 1);
   const auto s3 = make_shape(B, s1.Ho, s1.Wo, 32, 64, 3, 3, 1, 1);
@@ -71,7 +71,7 @@ void run_case(int B, int H, int W, uint32_t seed, bool async_input) {
   cuda::stem_fused_pack(dw1.get(), dw2.get(), dw3.get(), packed, nullptr);
   auto run = [&] {
     cuda::stem_fused(static_cast<const float*>(dx.get()), packed, db1.get(), db2.get(), db3.get(), dy.get(), B, H, W,
-                     nullptr, async_input);
+                     nullptr, mode);
     return dy.download();
   };
   const auto got = run();
@@ -87,20 +87,20 @@ void run_case(int B, int H, int W, uint32_t seed, bool async_input) {
 
 TEST(CudaStemFused, MatchesHostReference) {
   DETFORGE_REQUIRE_GPU();
-  for (bool async_input : {false, true}) {
-    run_case(1, 640, 640, 700, async_input);  // r18vd: 160x160 pooled, 8 x 16 tiles of 20 x 10
-    run_case(2, 75, 93, 710, async_input);    // pooled 19 x 24: the last tile row and column end inside the tile
-    run_case(3, 13, 6, 720, async_input);     // pooled 4 x 2: one tile, most of it outside the image
+  for (int mode : {1, 2, 3}) {
+    run_case(1, 640, 640, 700, mode);  // r18vd: 160x160 pooled, 8 x 16 tiles of 20 x 10
+    run_case(2, 75, 93, 710, mode);    // pooled 19 x 24: the last tile row and column end inside the tile
+    run_case(3, 13, 6, 720, mode);     // pooled 4 x 2: one tile, most of it outside the image
   }
 }
 
-// The r18vd engine with the fused stem (both modes) against the engine without it (cuDNN on the
+// The r18vd engine with the fused stem (every mode) against the engine without it (cuDNN on the
 // fp16 copy of the input): the graph equals its eager forward, the outputs agree within fp16
 // tolerance, and the stem really runs as one launch.
 TEST(CudaStemFused, R18vdEngineKeepsTheOutputs) {
   DETFORGE_REQUIRE_GPU();
   DETFORGE_REQUIRE_SHARED();
-  for (const char* mode : {"1", "2"})
+  for (const char* mode : {"1", "2", "3"})
     expect_settings_keep_r18vd_outputs(std::string("DETFORGE_CUDA_STEM_FUSED=") + mode, 63, [](cuda::CudaEngine& e) {
       int fused = 0, inside = 0;
       for (size_t i = 0; i < e.graph().ops.size(); ++i) {

@@ -73,7 +73,7 @@ void CudaEngine::read_settings() {
     throw Error("cuda backend: DETFORGE_CUDA_PAD_INPUT=" + std::to_string(pad_input_) + " is not 0, 4 or 8");
   stem_mode_ = env_int("DETFORGE_CUDA_STEM", 0, 0, 2);
   // The fused stem by default (mode 2); a direct stem or padded input asked for takes the conv instead.
-  stem_fused_ = env_int("DETFORGE_CUDA_STEM_FUSED", stem_mode_ == 0 && pad_input_ == 0 ? 2 : 0, 0, 2);
+  stem_fused_ = env_int("DETFORGE_CUDA_STEM_FUSED", stem_mode_ == 0 && pad_input_ == 0 ? 2 : 0, 0, 3);
   if (stem_mode_ != 0 || stem_fused_) pad_input_ = 0;  // the direct and the fused stem read the fp32 input
   upsample_concat_on_ = env_int("DETFORGE_CUDA_UPSAMPLE_CONCAT", 1, 0, 1) != 0;
   late_value_ = env_int("DETFORGE_CUDA_LATE_VALUE", late_value_, 0, 4);

@@ -192,8 +192,10 @@ struct CudaSettings {
   // DETFORGE_CUDA_STEM_FUSED (fp16): the stem's three convs and its max pool as one kernel from the
   // fp32 pixels (kernels/stem_fused.h, cuda_stem_fused.cpp); 1: each thread stages four input
   // pixels at a time; 2 (the default, unless DETFORGE_CUDA_STEM or DETFORGE_CUDA_PAD_INPUT is set):
-  // the input tile requested at once by cp.async; 0: five kernels (the input's conversion, three
-  // cuDNN convs, the pool). Why: those took 0-55.8 us of the batch-1 path with nothing beside them
+  // the input tile requested at once by cp.async; 3 (not yet run on a GPU): 2 with conv2's and
+  // conv3's m16 tiles two at a time per warp (8 independent mma per k-step; the kernel took 30.4
+  // us where ~16 were estimated at mma.sync's rate); 0: five kernels (the input's conversion,
+  // three cuDNN convs, the pool). Why: those took 0-55.8 us of the batch-1 path with nothing beside them
   // (H100, session 30). Measured (H100, session 31, fp16 engine p50, batch 1 from the tuning cache):
   // 0.6219/0.6242 ms with 2, 0.6265/0.6245/0.6248 with 1, against 0.6407/0.6430/0.6445 without;
   // untuned 0.6335/0.6344 (2) and 0.6384/0.6396 (1) against 0.6570/0.6577; batch 32 (1) 6.516

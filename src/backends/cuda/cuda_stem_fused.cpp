@@ -77,7 +77,7 @@ bool CudaEngine::launch_stem_fused(size_t i, int batch, cudaStream_t s) {
   auto bias = [&](int k) { return ptr(g_.ops[stem_fused_ops_[k]].inputs[2]); };
   const auto& in = g_.tensor(g_.inputs[0]).shape;
   stem_fused(d_in32_, stem_fused_w_, bias(0), bias(1), bias(2), ptr(g_.ops[i].outputs[0]), batch,
-             static_cast<int>(in[0]), static_cast<int>(in[1]), s, stem_fused_ == 2);
+             static_cast<int>(in[0]), static_cast<int>(in[1]), s, stem_fused_);
   return true;
 }
 

@@ -30,7 +30,7 @@ constexpr int T2H = T3H + 2, T2W = T3W + 2;          // conv2: 23 x 43
 constexpr int T1H = T2H + 2, T1W = T2W + 2;          // conv1: 25 x 45
 constexpr int TXH = 2 * T1H + 1, TXW = 2 * T1W + 1;  // input: 51 x 91
 constexpr int M1 = T1H * T1W, M2 = T2H * T2W, M3 = T3H * T3W, MX = TXH * TXW;
-constexpr int kTiles1 = (M1 + 15) / 16, kTiles2 = (M2 + 15) / 16, kTiles3 = (M3 + 15) / 16;
+constexpr int kTiles1 = (M1 + 15) / 16;
 
 // Packed weights (32-bit words of two halves). Per conv, and per 32-channel slice of conv3: S k-steps
 // x 4 n8 tiles x 2 registers per lane, register (s * 4 + j) * 2 + h stored at [reg / 4][lane][reg % 4]:
@@ -105,25 +105,52 @@ __device__ __forceinline__ void store_tile(unsigned char* tile, int mt, const fl
   }
 }
 
-// A 3x3 stride-1 conv's m16 tile (OW-wide output, SW-wide 32-channel source at `src`), 32 output
-// channels from the weights in bw: K = 9 taps x 32 channels, 18 k-steps.
-template <int OW, int SW, int M>
-__device__ __forceinline__ void conv3x3_tile(float (&acc)[4][4], const uint32_t (&bw)[kRegs2], uint32_t src, int mt,
-                                             int lane) {
-  int r = mt * 16 + (lane & 15);
-  if (r >= M) r = M - 1;  // the padding rows read a real pixel; their results are not stored
-  const int y = r / OW, x = r - y * OW;
-  const int p0 = y * SW + x, hi = lane >> 4;
+// A 3x3 stride-1 conv's P consecutive m16 tiles from mt0 (OW-wide output, SW-wide 32-channel
+// source at `src`), 32 output channels from the weights in bw: K = 9 taps x 32 channels, 18
+// k-steps. P = 2 gives each k-step 8 independent mma instead of 4 (STEM_FUSED=3).
+template <int OW, int SW, int M, int P>
+__device__ __forceinline__ void conv3x3_tiles(float (&acc)[P][4][4], const uint32_t (&bw)[kRegs2], uint32_t src,
+                                              int mt0, int lane) {
+  int p0[P];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  for (int q = 0; q < P; ++q) {
+    int r = (mt0 + q) * 16 + (lane & 15);
+    if (r >= M) r = M - 1;  // the padding rows read a real pixel; their results are not stored
+    const int y = r / OW, x = r - y * OW;
+    p0[q] = y * SW + x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[q][j][0] = acc[q][j][1] = acc[q][j][2] = acc[q][j][3] = 0.f;
+  }
+  const int hi = lane >> 4;
 #pragma unroll
   for (int s = 0; s < kS2; ++s) {
     const int tap = s >> 1;
-    const int p = p0 + (tap / 3) * SW + tap % 3;
-    uint32_t a[4];
-    ldmatrix_x4(a, src + off64(p, (s & 1) * 2 + hi));
+    uint32_t a[P][4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) mma16816(acc[j], a, bw[(s * 4 + j) * 2], bw[(s * 4 + j) * 2 + 1]);
+    for (int q = 0; q < P; ++q) {
+      const int p = p0[q] + (tap / 3) * SW + tap % 3;
+      ldmatrix_x4(a[q], src + off64(p, (s & 1) * 2 + hi));
+    }
+#pragma unroll
+    for (int q = 0; q < P; ++q)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mma16816(acc[q][j], a[q], bw[(s * 4 + j) * 2], bw[(s * 4 + j) * 2 + 1]);
+  }
+}
+
+// A conv phase: `warps` warps from w0 take P tiles at a time of the kTiles m16 tiles and store
+// them (chunk base cb) into the OW-wide destination tile whose pixel (0, 0) is the image's (gy0, gx0).
+template <int OW, int SW, int M, int P, bool k128>
+__device__ __forceinline__ void conv3x3_phase(const uint32_t (&bw)[kRegs2], uint32_t src, unsigned char* dst,
+                                              const float2 (&bias)[4], int cb, int gy0, int gx0, int H1, int W1,
+                                              int w0, int warps, int lane) {
+  constexpr int kTiles = (M + 15) / 16;
+  for (int mt = w0 * P; mt < kTiles; mt += warps * P) {
+    float acc[P][4][4];
+    conv3x3_tiles<OW, SW, M, P>(acc, bw, src, mt, lane);
+#pragma unroll
+    for (int q = 0; q < P; ++q)
+      if (mt + q < kTiles) store_tile<OW, M, k128>(dst, mt + q, acc[q], bias, cb, gy0, gx0, H1, W1, lane);
   }
 }
 
@@ -172,7 +199,7 @@ __device__ __forceinline__ void stage_input(const float* __restrict__ x, unsigne
   }
 }
 
-template <bool kAsync>
+template <bool kAsync, int P>
 __global__ void __launch_bounds__(kThreads, 1)
     stem_fused_k(const float* __restrict__ x, const uint32_t* __restrict__ wp, const __half* __restrict__ b1,
                  const __half* __restrict__ b2, const __half* __restrict__ b3, __half* __restrict__ y, int H, int W,
@@ -239,11 +266,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_frags(bw, reinterpret_cast<const uint32_t*>(sm + kOffB), lane);
   load_bias(bias, b2, 0, t);
   __syncthreads();
-  for (int mt = warp; mt < kTiles2; mt += kWarps) {
-    float acc[4][4];
-    conv3x3_tile<T2W, T1W, M2>(acc, bw, sbase + kOffA, mt, lane);
-    store_tile<T2W, M2, false>(sm + kOffB, mt, acc, bias, 0, 2 * py0 - 2, 2 * px0 - 2, H1, W1, lane);
-  }
+  conv3x3_phase<T2W, T1W, M2, P, false>(bw, sbase + kOffA, sm + kOffB, bias, 0, 2 * py0 - 2, 2 * px0 - 2, H1, W1, warp,
+                                         kWarps, lane);
   cp_async_wait<0>();
   __syncthreads();  // B complete, conv3's weights staged in X's place; A is no longer read
 
@@ -252,11 +276,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_frags(bw, reinterpret_cast<const uint32_t*>(sm) + slice * kWords2, lane);
   load_bias(bias, b3, slice, t);
   __syncthreads();  // every warp holds its weights before C overwrites them
-  for (int mt = warp % 4; mt < kTiles3; mt += 4) {
-    float acc[4][4];
-    conv3x3_tile<T3W, T2W, M3>(acc, bw, sbase + kOffB, mt, lane);
-    store_tile<T3W, M3, true>(sm, mt, acc, bias, slice * 4, 2 * py0 - 1, 2 * px0 - 1, H1, W1, lane);
-  }
+  conv3x3_phase<T3W, T2W, M3, P, true>(bw, sbase + kOffB, sm, bias, slice * 4, 2 * py0 - 1, 2 * px0 - 1, H1, W1,
+                                        warp % 4, 4, lane);
   __syncthreads();
 
   // 4. The 3x3/2 max pool: pooled (py0 + j, px0 + i) reads C's rows 2j..2j+2, columns 2i..2i+2.
@@ -320,15 +341,18 @@ void stem_fused_pack(const void* w1, const void* w2, const void* w3, void* packe
   DF_CUDA(cudaGetLastError());
 }
 
+template <bool kAsync, int P>
+auto stem_kernel() {
+  opt_in_smem<stem_fused_k<kAsync, P>>(kSmem);
+  return stem_fused_k<kAsync, P>;
+}
+
 void stem_fused(const float* x, const void* packed, const void* b1, const void* b2, const void* b3, void* y, int B,
-                int H, int W, cudaStream_t s, bool async_input) {
+                int H, int W, cudaStream_t s, int mode) {
+  if (mode < 1 || mode > 3) throw Error("stem_fused: mode " + std::to_string(mode) + " is not 1, 2 or 3");
   const int H1 = (H - 1) / 2 + 1, W1 = (W - 1) / 2 + 1;
   const int Hp = (H1 - 1) / 2 + 1, Wp = (W1 - 1) / 2 + 1;
-  const auto kern = async_input ? stem_fused_k<true> : stem_fused_k<false>;
-  if (async_input)
-    opt_in_smem<stem_fused_k<true>>(kSmem);
-  else
-    opt_in_smem<stem_fused_k<false>>(kSmem);
+  const auto kern = mode == 1 ? stem_kernel<false, 1>() : mode == 2 ? stem_kernel<true, 1>() : stem_kernel<true, 2>();
   const dim3 grid((Wp + TW - 1) / TW, (Hp + TH - 1) / TH, B);
   launch(kern, grid, dim3(kThreads), kSmem, s, x, static_cast<const uint32_t*>(packed), static_cast<const __half*>(b1),
          static_cast<const __half*>(b2), static_cast<const __half*>(b3), static_cast<__half*>(y), H, W, H1, W1, Hp, Wp);

@@ -23,10 +23,11 @@ void stem_fused_pack(const void* w1, const void* w2, const void* w3, void* packe
 
 // x fp32 [B][H][W][3]; b1, b2, b3 the fp16 biases (32, 32, 64); y fp16 [B][Hp][Wp][64] with
 // H1 = (H - 1) / 2 + 1 and Hp = (H1 - 1) / 2 + 1 (likewise W). Throws when the device lacks the
-// shared memory (173.5 KB per block). async_input: the input tile is requested at once by cp.async
-// (DETFORGE_CUDA_STEM_FUSED=2) instead of four pixels per thread at a time.
+// shared memory (173.5 KB per block). mode (DETFORGE_CUDA_STEM_FUSED): 1 stages the input four
+// pixels per thread at a time; 2 requests the whole input tile at once by cp.async; 3 is 2 with
+// each warp's conv2/conv3 m16 tiles taken two at a time (8 independent mma per k-step, not 4).
 void stem_fused(const float* x, const void* packed, const void* b1, const void* b2, const void* b3, void* y, int B,
-                int H, int W, cudaStream_t s, bool async_input = false);
+                int H, int W, cudaStream_t s, int mode);
 inline int stem_fused_out_dim(int d) { return ((d - 1) / 2 + 1 - 1) / 2 + 1; }
 
 }  // namespace detforge::cuda
