@@ -10,6 +10,7 @@
 #include "backends/cuda/kernels/stem_fused.h"
 #include "conv_ref.h"
 #include "gpu_test_util.h"
+#include "host_ref.h"
 #include "r18_settings_check.h"
 
 namespace detforge::test {
@@ -17,22 +18,14 @@ namespace {
 
 using graph::Act;
 
-// NHWC max pool 3x3, stride 2, padding 1 (padding never wins).
+// NHWC max pool 3x3, stride 2, padding 1, image by image (ref::pool takes one).
 std::vector<float> ref_pool(const std::vector<float>& x, int B, int H, int W, int C, int Ho, int Wo) {
-  std::vector<float> y(static_cast<size_t>(B) * Ho * Wo * C);
-  for (int b = 0; b < B; ++b)
-    for (int oy = 0; oy < Ho; ++oy)
-      for (int ox = 0; ox < Wo; ++ox)
-        for (int c = 0; c < C; ++c) {
-          float m = -INFINITY;
-          for (int dy = 0; dy < 3; ++dy)
-            for (int dx = 0; dx < 3; ++dx) {
-              const int iy = 2 * oy - 1 + dy, ix = 2 * ox - 1 + dx;
-              if (iy >= 0 && iy < H && ix >= 0 && ix < W)
-                m = std::max(m, x[((static_cast<size_t>(b) * H + iy) * W + ix) * C + c]);
-            }
-          y[((static_cast<size_t>(b) * Ho + oy) * Wo + ox) * C + c] = m;
-        }
+  std::vector<float> y;
+  const size_t n = static_cast<size_t>(H) * W * C;
+  for (int b = 0; b < B; ++b) {
+    const auto yb = ref::pool({x.begin() + b * n, x.begin() + (b + 1) * n}, H, W, C, 3, 2, 1, true, Ho, Wo);
+    y.insert(y.end(), yb.begin(), yb.end());
+  }
   return y;
 }
 

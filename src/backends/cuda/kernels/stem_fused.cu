@@ -350,8 +350,8 @@ auto stem_kernel() {
 void stem_fused(const float* x, const void* packed, const void* b1, const void* b2, const void* b3, void* y, int B,
                 int H, int W, cudaStream_t s, int mode) {
   if (mode < 1 || mode > 3) throw Error("stem_fused: mode " + std::to_string(mode) + " is not 1, 2 or 3");
-  const int H1 = (H - 1) / 2 + 1, W1 = (W - 1) / 2 + 1;
-  const int Hp = (H1 - 1) / 2 + 1, Wp = (W1 - 1) / 2 + 1;
+  const int H1 = stem_fused_half(H), W1 = stem_fused_half(W);
+  const int Hp = stem_fused_half(H1), Wp = stem_fused_half(W1);
   const auto kern = mode == 1 ? stem_kernel<false, 1>() : mode == 2 ? stem_kernel<true, 1>() : stem_kernel<true, 2>();
   const dim3 grid((Wp + TW - 1) / TW, (Hp + TH - 1) / TH, B);
   launch(kern, grid, dim3(kThreads), kSmem, s, x, static_cast<const uint32_t*>(packed), static_cast<const __half*>(b1),

@@ -28,6 +28,8 @@ void stem_fused_pack(const void* w1, const void* w2, const void* w3, void* packe
 // each warp's conv2/conv3 m16 tiles taken two at a time (8 independent mma per k-step, not 4).
 void stem_fused(const float* x, const void* packed, const void* b1, const void* b2, const void* b3, void* y, int B,
                 int H, int W, cudaStream_t s, int mode);
-inline int stem_fused_out_dim(int d) { return ((d - 1) / 2 + 1 - 1) / 2 + 1; }
+// A 3x3 stride-2 padding-1 step (conv1, then the pool): d -> (d - 1) / 2 + 1.
+inline int stem_fused_half(int d) { return (d - 1) / 2 + 1; }
+inline int stem_fused_out_dim(int d) { return stem_fused_half(stem_fused_half(d)); }
 
 }  // namespace detforge::cuda
