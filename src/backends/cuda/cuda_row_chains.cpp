@@ -84,7 +84,6 @@ bool CudaEngine::launch_row_chain(size_t i, const BatchPlan& p, int batch, cudaS
 }
 
 bool CudaEngine::writes_nothing(size_t i, const BatchPlan& p) const {
-  if (in_stem_fused(i)) return static_cast<int>(i) != stem_fused_ops_[3];  // cuda_stem_fused.cpp: the convs
   if (!linear_ln_lin_of_.empty() && linear_ln_lin_of_[i] >= 0) return p.linear_ln_on[i] != 0;  // cuda_linear_lns.cpp
   if (!dec_tail_member_.empty() && dec_tail_member_[i])  // cuda_dec_tails.cpp
     return p.dec_tail_on && dec_tail_of_[i] < 0;

@@ -1,8 +1,9 @@
 // DETFORGE_CUDA_STEM_FUSED (cuda_settings.h at stem_fused_): the ResNet-vd stem (three 3x3 convs
 // with bias and ReLU, then the 3x3/2 max pool) as one stem_fused launch (kernels/stem_fused.h),
 // reading the fp32 pixels, so the input's fp16 conversion goes too. The ops stay in the graph:
-// the three convs launch nothing (no plan is built or timed for them) and the launch sits at the
-// pool, which the schedule already orders after them. Their outputs are never written.
+// the three convs launch nothing (no plan is built or timed for them; absorbed_, as other ops whose
+// work a later launch does) and the launch sits at the pool, which the schedule already orders
+// after them. Their outputs are never written.
 // Taken only when the graph has exactly that shape: the input's only reader is conv1 (3 -> 32,
 // stride 2), each intermediate has one reader and is no graph output, all in fp16, and when the
 // device gives a block the kernel's 173.5 KB of shared memory.
@@ -65,6 +66,7 @@ void CudaEngine::setup_stem_fused() {
                   stream_);
   DF_CUDA(cudaStreamSynchronize(stream_));
   stem_fused_ops_ = {c1, c2, c3, pool};
+  for (int c : {c1, c2, c3}) absorbed_[c] = 1;  // writes_nothing: the non-finite check and snapshots skip them
 }
 
 bool CudaEngine::in_stem_fused(size_t i) const {
